@@ -1,0 +1,113 @@
+// Batch construction and validation.
+#include "engine/ir/batch.h"
+
+#include <cmath>
+
+namespace tandem::ir {
+
+void Batch::add_sequence(const std::vector<uint32_t>& seq_ids, const std::vector<uint32_t>& seq_markers,
+                         uint8_t type) {
+  if (cu.empty()) cu.push_back(0);
+  if (mcu.empty()) mcu.push_back(0);
+  ids.insert(ids.end(), seq_ids.begin(), seq_ids.end());
+  markers.insert(markers.end(), seq_markers.begin(), seq_markers.end());
+  cu.push_back(static_cast<uint32_t>(ids.size()));
+  mcu.push_back(static_cast<uint32_t>(markers.size()));
+  qtype.push_back(type);
+}
+
+void Batch::clear() {
+  ids.clear();
+  cu.clear();
+  markers.clear();
+  mcu.clear();
+  qtype.clear();
+  start.clear();
+  slot.clear();
+  features.clear();
+}
+
+namespace {
+Error bad(std::string message) { return Error(ErrorKind::kInvalidArgument, "batch." + std::move(message)); }
+
+Status check_offsets(const std::vector<uint32_t>& off, const char* name, size_t seqs, size_t total,
+                     const char* total_name) {
+  if (off.size() != seqs + 1) {
+    return bad(fmt::format("{} has {} entries, expected {} (sequences + 1)", name, off.size(), seqs + 1));
+  }
+  if (off[0] != 0) return bad(fmt::format("{}[0] = {}, expected 0", name, off[0]));
+  for (size_t i = 1; i < off.size(); ++i) {
+    if (off[i] < off[i - 1]) {
+      return bad(fmt::format("{}[{}] = {} is less than {}[{}] = {}", name, i, off[i], name, i - 1, off[i - 1]));
+    }
+  }
+  if (off.back() != total) {
+    return bad(fmt::format("{}[{}] = {}, expected the number of {} ({})", name, seqs, off.back(), total_name,
+                           total));
+  }
+  return {};
+}
+}  // namespace
+
+Status check(const Batch& b, const BatchLimits& limits) {
+  const size_t seqs = b.qtype.size();
+  if (b.cu.empty() && b.mcu.empty() && seqs == 0 && b.ids.empty() && b.markers.empty()) return {};
+  TANDEM_TRY(check_offsets(b.cu, "cu", seqs, b.ids.size(), "ids"));
+  TANDEM_TRY(check_offsets(b.mcu, "mcu", seqs, b.markers.size(), "markers"));
+  for (size_t s = 0; s < seqs; ++s) {
+    if (b.qtype[s] >= limits.qtypes) {
+      return bad(fmt::format("qtype[{}] = {} is not a question type (0..{})", s, b.qtype[s], limits.qtypes - 1));
+    }
+    const uint32_t len = b.cu[s + 1] - b.cu[s];
+    for (uint32_t m = b.mcu[s]; m < b.mcu[s + 1]; ++m) {
+      if (b.markers[m] >= len) {
+        return bad(fmt::format("markers[{}] = {} is outside sequence {} of {} tokens", m, b.markers[m], s, len));
+      }
+    }
+  }
+  for (size_t i = 0; i < b.ids.size(); ++i) {
+    if (b.ids[i] >= limits.vocab) {
+      return bad(fmt::format("ids[{}] = {} is outside the vocabulary of {} tokens", i, b.ids[i], limits.vocab));
+    }
+  }
+  if (limits.feature_width > 0) {
+    const size_t want = b.ids.size() * limits.feature_width;
+    if (b.features.size() != want) {
+      return bad(fmt::format("features has {} values, expected {} ({} rows of {})", b.features.size(), want,
+                             b.ids.size(), limits.feature_width));
+    }
+    for (size_t i = 0; i < b.features.size(); ++i) {
+      if (!std::isfinite(b.features[i])) return bad(fmt::format("features[{}] is not finite", i));
+    }
+  } else if (!b.features.empty()) {
+    return bad(fmt::format("features has {} values but this graph reads none", b.features.size()));
+  }
+  if (limits.slots > 0) {
+    if (b.start.size() != seqs) {
+      return bad(fmt::format("start has {} entries, expected one per sequence ({})", b.start.size(), seqs));
+    }
+    if (b.slot.size() != seqs) {
+      return bad(fmt::format("slot has {} entries, expected one per sequence ({})", b.slot.size(), seqs));
+    }
+    for (size_t s = 0; s < seqs; ++s) {
+      if (b.slot[s] >= limits.slots) {
+        return bad(fmt::format("slot[{}] = {} is outside the {} cache slots", s, b.slot[s], limits.slots));
+      }
+      for (size_t t = 0; t < s; ++t) {
+        if (b.slot[t] == b.slot[s]) {
+          return bad(fmt::format("slot[{}] = slot[{}] = {}: two sequences share a cache slot", t, s, b.slot[s]));
+        }
+      }
+      const uint64_t end = uint64_t{b.start[s]} + (b.cu[s + 1] - b.cu[s]);
+      if (end > limits.capacity) {
+        return bad(fmt::format("start[{}] = {} plus {} rows passes the cache capacity of {} positions", s,
+                               b.start[s], b.cu[s + 1] - b.cu[s], limits.capacity));
+      }
+    }
+  } else if (!b.start.empty() || !b.slot.empty()) {
+    return bad("start/slot are set but this graph has no caches");
+  }
+  return {};
+}
+
+}  // namespace tandem::ir

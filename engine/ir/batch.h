@@ -1,0 +1,49 @@
+// Batch: the flattened, unpadded work of one plan run (scorer.md §2), plus what decoder graphs need
+// (start positions, cache slots, feature rows). check() validates every field once at the edge, so
+// backends index without checking again.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/ir/bucket.h"
+
+namespace tandem::ir {
+
+struct Batch {
+  std::vector<uint32_t> ids;      // every token, sequences end to end
+  std::vector<uint32_t> cu;       // sequence starts, with the token total last (S + 1)
+  std::vector<uint32_t> markers;  // marker positions, relative to their own sequence
+  std::vector<uint32_t> mcu;      // marker starts per sequence, with the marker total last (S + 1)
+  std::vector<uint8_t> qtype;     // per sequence: 0 choice, 1 score, 2 noul
+  // Decoders only (empty for the scorer, meaning 0 and the sequence index):
+  std::vector<uint32_t> start;    // absolute position of each sequence's first row
+  std::vector<uint32_t> slot;     // cache slot of each sequence
+  std::vector<float> features;    // tokens × feature width, read by Input
+
+  uint32_t tokens() const { return static_cast<uint32_t>(ids.size()); }
+  uint32_t seqs() const { return cu.empty() ? 0 : static_cast<uint32_t>(cu.size() - 1); }
+  uint32_t num_markers() const { return static_cast<uint32_t>(markers.size()); }
+  uint32_t seq_len(uint32_t s) const { return cu[s + 1] - cu[s]; }
+  uint32_t seq_start(uint32_t s) const { return start.empty() ? 0 : start[s]; }
+  uint32_t seq_slot(uint32_t s) const { return slot.empty() ? s : slot[s]; }
+
+  // Appends one sequence (markers relative to it). Builders for tests and the batcher.
+  void add_sequence(const std::vector<uint32_t>& seq_ids, const std::vector<uint32_t>& seq_markers,
+                    uint8_t type);
+  void clear();
+};
+
+struct BatchLimits {
+  uint32_t vocab = 0;
+  uint32_t qtypes = 3;
+  uint32_t feature_width = 0;  // rows of Batch::features must have this width when > 0
+  uint32_t slots = 0;          // > 0: decoder batch; start and slot are required
+  uint32_t capacity = 0;       // positions per slot; start + rows must fit
+};
+
+// Rejects a malformed batch with a kInvalidArgument error naming the field, index and values.
+Status check(const Batch& batch, const BatchLimits& limits);
+
+}  // namespace tandem::ir

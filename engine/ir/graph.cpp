@@ -1,0 +1,107 @@
+// Graph construction helpers, op names and read/write sets.
+#include "engine/ir/graph.h"
+
+#include <type_traits>
+
+namespace tandem::ir {
+
+const char* to_string(Rows rows) {
+  switch (rows) {
+    case Rows::kTokens: return "tokens";
+    case Rows::kSeqs: return "seqs";
+    case Rows::kMarkers: return "markers";
+  }
+  return "?";
+}
+
+std::string WeightRef::name() const {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += '+';
+    out += p;
+  }
+  return out;
+}
+
+Val Graph::add_val(Rows rows, uint32_t width, std::string name) {
+  vals.push_back({rows, width, std::move(name)});
+  return Val{static_cast<uint32_t>(vals.size() - 1)};
+}
+
+WeightId Graph::add_weight(std::vector<std::string> parts, std::vector<uint64_t> shape) {
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i].parts == parts) return WeightId{static_cast<uint32_t>(i)};
+  }
+  weights.push_back({std::move(parts), std::move(shape)});
+  return WeightId{static_cast<uint32_t>(weights.size() - 1)};
+}
+
+uint32_t Graph::add_cache(std::string name, uint32_t width) {
+  caches.push_back({std::move(name), width});
+  return static_cast<uint32_t>(caches.size() - 1);
+}
+
+namespace {
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+}  // namespace
+
+const char* op_name(const Op& op) {
+  return std::visit(
+      Overloaded{
+          [](const Embed&) { return "embed"; },
+          [](const LayerNorm&) { return "layer_norm"; },
+          [](const RmsNorm&) { return "rms_norm"; },
+          [](const Gemm&) { return "gemm"; },
+          [](const Rope&) { return "rope"; },
+          [](const GeGlu&) { return "geglu"; },
+          [](const SwiGlu&) { return "swiglu"; },
+          [](const Attention&) { return "attention"; },
+          [](const AddType&) { return "add_type"; },
+          [](const GatherMarkers&) { return "gather_markers"; },
+          [](const ActFeatures&) { return "act_features"; },
+          [](const HeadRmsNorm&) { return "head_rms_norm"; },
+          [](const CacheAppend&) { return "cache_append"; },
+          [](const CacheAttention&) { return "cache_attention"; },
+          [](const Input&) { return "input"; },
+          [](const Tap&) { return "tap"; },
+          [](const DynConv&) { return "dyn_conv"; },
+      },
+      op);
+}
+
+Uses uses(const Op& op) {
+  return std::visit(
+      Overloaded{
+          [](const Embed& o) { return Uses{{}, {o.out}}; },
+          [](const LayerNorm& o) { return Uses{{o.x}, {o.out}}; },
+          [](const RmsNorm& o) { return Uses{{o.x}, {o.out}}; },
+          [](const Gemm& o) {
+            if (o.epilogue == Epilogue::kAccumulate) return Uses{{o.a, o.out}, {o.out}};
+            return Uses{{o.a}, {o.out}};
+          },
+          [](const Rope& o) { return Uses{{o.x}, {o.x}}; },
+          [](const GeGlu& o) { return Uses{{o.x}, {o.out}}; },
+          [](const SwiGlu& o) { return Uses{{o.x}, {o.out}}; },
+          [](const Attention& o) { return Uses{{o.qkv}, {o.out}}; },
+          [](const AddType& o) { return Uses{{o.h}, {o.h}}; },
+          [](const GatherMarkers& o) { return Uses{{o.h}, {o.out}}; },
+          [](const ActFeatures& o) { return Uses{{o.h, o.logits}, {o.out}}; },
+          [](const HeadRmsNorm& o) { return Uses{{o.x}, {o.x}}; },
+          [](const CacheAppend& o) { return Uses{{o.k, o.v}, {}}; },
+          [](const CacheAttention& o) { return Uses{{o.q}, {o.out}}; },
+          [](const Input& o) { return Uses{{}, {o.out}}; },
+          [](const Tap& o) { return Uses{{o.x, o.out}, {o.out}}; },
+          [](const DynConv& o) {
+            if (o.epilogue == Epilogue::kAccumulate) return Uses{{o.x, o.d, o.out}, {o.out}};
+            return Uses{{o.x, o.d}, {o.out}};
+          },
+      },
+      op);
+}
+
+}  // namespace tandem::ir

@@ -1,0 +1,162 @@
+// The graph IR: values with symbolic row counts (Rows), ops over them, weights named by checkpoint
+// tensor. One IR serves the scorer (scorer.md §2) and the decoders (dflash.md): a graph is built once per
+// model and lowered per bucket by a backend.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace tandem::ir {
+
+// What a value's rows count: the batch's tokens, its sequences, or its markers. The real counts are
+// known only at run time; a bucket bounds them at lowering.
+enum class Rows : uint8_t { kTokens, kSeqs, kMarkers };
+const char* to_string(Rows rows);
+
+struct Val {
+  uint32_t index = 0;
+  friend bool operator==(Val, Val) = default;
+};
+
+struct ValInfo {
+  Rows rows;
+  uint32_t width;    // f32 elements per row
+  std::string name;  // for errors and profiles: "enc.3.qkv"
+};
+
+// A weight: checkpoint tensors stacked along dim 0 (one part for most; [gate; up] or [q; k; v] fuse
+// several GEMMs into one), with the shape the graph needs. Backends convert every dtype to what they run.
+struct WeightRef {
+  std::vector<std::string> parts;
+  std::vector<uint64_t> shape;  // of the stacked tensor
+  std::string name() const;     // parts joined by '+'
+};
+
+struct WeightId {
+  uint32_t index = 0;
+  friend bool operator==(WeightId, WeightId) = default;
+};
+
+enum class Epilogue : uint8_t {
+  kNone,
+  kGelu,        // exact erf GELU
+  kRelu,
+  kAccumulate,  // out += a·wᵀ + b (the residual add)
+};
+
+// ---- ops shared by every model ----
+
+// out[r] = table[ids[r]].
+struct Embed { WeightId table; Val out; };
+// out = (x - mean) / sqrt(var + eps) · w (+ b), statistics in f64 on the CPU.
+struct LayerNorm { Val x; WeightId w; std::optional<WeightId> b; float eps; Val out; };
+// out = x / sqrt(mean(x²) + eps) · w.
+struct RmsNorm { Val x; WeightId w; float eps; Val out; };
+// out = epilogue(a · wᵀ + b), w is [n, k].
+struct Gemm { Val a; WeightId w; std::optional<WeightId> b; Epilogue epilogue; Val out; };
+// In place on `heads` heads of `head_dim` starting at column `col`: rotate-half (NeoX) RoPE at the row's
+// position (batch start of its sequence + its offset in the sequence).
+struct Rope { Val x; uint32_t col; uint32_t heads; uint32_t head_dim; float theta; };
+// out = gelu(x[:, :I]) · x[:, I:].
+struct GeGlu { Val x; Val out; };
+// out = silu(x[:, :I]) · x[:, I:].
+struct SwiGlu { Val x; Val out; };
+
+// ---- scorer ops (scorer.md §2) ----
+
+// Packed varlen self-attention over fused rows [q | k | v] (heads × head_dim each), per sequence; key j
+// visible to query i iff |i − j| <= window (no window: the whole sequence). Scale head_dim^-0.5.
+struct Attention { Val qkv; uint32_t heads; uint32_t head_dim; std::optional<uint32_t> window; Val out; };
+// h[r] += table[qtype[seq(r)]], in place.
+struct AddType { Val h; WeightId table; };
+// out[m] = h[cu[s] + markers[m]].
+struct GatherMarkers { Val h; Val out; };
+// Per sequence: [CLS row | top1 | top1 − top2 | normalized entropy | max(k,2)/255] (scorer.md §2).
+struct ActFeatures { Val h; Val logits; Val out; };
+
+// ---- decoder ops (dflash.md) ----
+
+// In place: RMSNorm over each of `heads` slices of `head_dim` (Qwen3 q_norm / k_norm).
+struct HeadRmsNorm { Val x; WeightId w; uint32_t heads; uint32_t head_dim; float eps; };
+// Writes k and v rows into cache `cache` at (slot of the row's sequence, the row's position).
+struct CacheAppend { Val k; Val v; uint32_t cache; };
+// Attention of q rows over cache `cache` of their sequence's slot. Causal: keys at positions <= the
+// row's. Block (non-causal): keys at positions < start + rows of the sequence. Both also need
+// |q_pos − k_pos| < window when a window is set. GQA: q_heads / kv_heads queries share a key head.
+struct CacheAttention {
+  Val q;
+  uint32_t cache;
+  uint32_t q_heads;
+  uint32_t kv_heads;
+  uint32_t head_dim;
+  bool causal;
+  std::optional<uint32_t> window;
+  Val out;
+};
+// out[r] = the batch's feature row r (a drafter's tap rows).
+struct Input { Val out; };
+// out[r, col : col + width(x)] = x[r] (tap capture into the joined row).
+struct Tap { Val x; Val out; uint32_t col; };
+// DFlash 2 grouped dynamic causal convolution over each sequence's rows (dflash.md §3.2):
+// y[t, c] = Σ_τ (base[stage, τ, c] + d[t, (stage·taps + τ)·G + c / group]) · x[t − τ, c], then
+// out = y (kNone) or out += y (kAccumulate).
+struct DynConv {
+  Val x;
+  Val d;
+  WeightId base;  // [2, taps, width]
+  uint32_t stage;
+  uint32_t taps;
+  uint32_t group;
+  Epilogue epilogue;
+  Val out;
+};
+
+using Op = std::variant<Embed, LayerNorm, RmsNorm, Gemm, Rope, GeGlu, SwiGlu, Attention, AddType,
+                        GatherMarkers, ActFeatures, HeadRmsNorm, CacheAppend, CacheAttention, Input,
+                        Tap, DynConv>;
+
+const char* op_name(const Op& op);
+
+// A persistent cache the graph reads and writes (a KV cache layer, a drafter context layer): K and V
+// of `width` floats per position, per slot. Backends allocate it in a State, outside plan arenas.
+struct CacheInfo {
+  std::string name;
+  uint32_t width;
+};
+
+struct Output {
+  std::string name;
+  Val val;
+};
+
+struct Graph {
+  std::vector<ValInfo> vals;
+  std::vector<Op> ops;
+  std::vector<WeightRef> weights;
+  std::vector<CacheInfo> caches;
+  std::vector<Output> outputs;
+  uint32_t feature_width = 0;  // width of Batch::features rows that Input reads; 0 if none
+
+  Val add_val(Rows rows, uint32_t width, std::string name);
+  // Returns the id of the weight with these parts, adding it if new.
+  WeightId add_weight(std::vector<std::string> parts, std::vector<uint64_t> shape);
+  uint32_t add_cache(std::string name, uint32_t width);
+  void add_op(Op op) { ops.push_back(std::move(op)); }
+  void add_output(std::string name, Val val) { outputs.push_back({std::move(name), val}); }
+
+  const ValInfo& info(Val v) const { return vals[v.index]; }
+  const WeightRef& weight(WeightId w) const { return weights[w.index]; }
+};
+
+// Values an op reads and writes. In-place ops list the value in both; Gemm/DynConv with kAccumulate
+// read `out` too.
+struct Uses {
+  std::vector<Val> reads;
+  std::vector<Val> writes;
+};
+Uses uses(const Op& op);
+
+}  // namespace tandem::ir

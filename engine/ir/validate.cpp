@@ -1,0 +1,189 @@
+// Graph validation: operand rows, widths and weight shapes agree for every op.
+#include <type_traits>
+
+#include "engine/ir/executor.h"
+
+namespace tandem::ir {
+namespace {
+
+class Checker {
+ public:
+  explicit Checker(const Graph& g) : g_(g) {}
+
+  Status check_val(Val v) const {
+    if (v.index >= g_.vals.size()) return fail("value #{} does not exist", v.index);
+    return {};
+  }
+  Status width(Val v, uint64_t want, const char* what) const {
+    TANDEM_TRY(check_val(v));
+    if (g_.info(v).width != want) {
+      return fail("{} '{}' is {} wide, expected {}", what, g_.info(v).name, g_.info(v).width, want);
+    }
+    return {};
+  }
+  Status rows(Val v, Rows want, const char* what) const {
+    TANDEM_TRY(check_val(v));
+    if (g_.info(v).rows != want) {
+      return fail("{} '{}' has {} rows, expected {}", what, g_.info(v).name, to_string(g_.info(v).rows),
+                  to_string(want));
+    }
+    return {};
+  }
+  Status same_rows(Val a, Val b) const {
+    TANDEM_TRY(check_val(a));
+    TANDEM_TRY(check_val(b));
+    if (g_.info(a).rows != g_.info(b).rows) {
+      return fail("'{}' and '{}' have different rows", g_.info(a).name, g_.info(b).name);
+    }
+    return {};
+  }
+  Status weight(WeightId w, std::vector<uint64_t> shape) const {
+    if (w.index >= g_.weights.size()) return fail("weight #{} does not exist", w.index);
+    if (g_.weight(w).shape != shape) {
+      return fail("weight {} is {}, expected {}", g_.weight(w).name(), shape_string(g_.weight(w).shape),
+                  shape_string(shape));
+    }
+    return {};
+  }
+  Status cache(uint32_t c, uint64_t width) const {
+    if (c >= g_.caches.size()) return fail("cache #{} does not exist", c);
+    if (g_.caches[c].width != width) {
+      return fail("cache {} is {} wide, expected {}", g_.caches[c].name, g_.caches[c].width, width);
+    }
+    return {};
+  }
+  uint64_t w(Val v) const { return g_.info(v).width; }
+
+  template <typename... Args>
+  Error fail(fmt::format_string<Args...> f, Args&&... args) const {
+    return Error(ErrorKind::kInternal, fmt::format(f, std::forward<Args>(args)...));
+  }
+
+  Status op(const Op& any) const {
+    return std::visit([&](const auto& o) { return check(o); }, any);
+  }
+
+ private:
+  Status check(const Embed& o) const {
+    TANDEM_TRY(rows(o.out, Rows::kTokens, "embed output"));
+    if (o.table.index >= g_.weights.size() || g_.weight(o.table).shape.size() != 2) {
+      return fail("embed table must be a 2-d weight");
+    }
+    return width(o.out, g_.weight(o.table).shape[1], "embed output");
+  }
+  Status check(const LayerNorm& o) const {
+    TANDEM_TRY(same_rows(o.x, o.out));
+    TANDEM_TRY(width(o.out, w(o.x), "layer norm output"));
+    TANDEM_TRY(weight(o.w, {w(o.x)}));
+    if (o.b) TANDEM_TRY(weight(*o.b, {w(o.x)}));
+    return {};
+  }
+  Status check(const RmsNorm& o) const {
+    TANDEM_TRY(same_rows(o.x, o.out));
+    TANDEM_TRY(width(o.out, w(o.x), "rms norm output"));
+    return weight(o.w, {w(o.x)});
+  }
+  Status check(const Gemm& o) const {
+    TANDEM_TRY(same_rows(o.a, o.out));
+    TANDEM_TRY(weight(o.w, {w(o.out), w(o.a)}));
+    if (o.b) TANDEM_TRY(weight(*o.b, {w(o.out)}));
+    return {};
+  }
+  Status check(const Rope& o) const {
+    TANDEM_TRY(check_val(o.x));
+    if (o.head_dim % 2 != 0 || uint64_t{o.col} + uint64_t{o.heads} * o.head_dim > w(o.x)) {
+      return fail("rope on '{}' covers columns past its width", g_.info(o.x).name);
+    }
+    return {};
+  }
+  Status check(const GeGlu& o) const {
+    TANDEM_TRY(same_rows(o.x, o.out));
+    return width(o.x, 2 * w(o.out), "geglu input");
+  }
+  Status check(const SwiGlu& o) const {
+    TANDEM_TRY(same_rows(o.x, o.out));
+    return width(o.x, 2 * w(o.out), "swiglu input");
+  }
+  Status check(const Attention& o) const {
+    TANDEM_TRY(rows(o.qkv, Rows::kTokens, "attention qkv"));
+    TANDEM_TRY(rows(o.out, Rows::kTokens, "attention output"));
+    TANDEM_TRY(width(o.qkv, 3ull * o.heads * o.head_dim, "attention qkv"));
+    return width(o.out, uint64_t{o.heads} * o.head_dim, "attention output");
+  }
+  Status check(const AddType& o) const {
+    TANDEM_TRY(rows(o.h, Rows::kTokens, "add_type target"));
+    if (o.table.index >= g_.weights.size() || g_.weight(o.table).shape.size() != 2) {
+      return fail("type table must be a 2-d weight");
+    }
+    return weight(o.table, {g_.weight(o.table).shape[0], w(o.h)});
+  }
+  Status check(const GatherMarkers& o) const {
+    TANDEM_TRY(rows(o.h, Rows::kTokens, "gather input"));
+    TANDEM_TRY(rows(o.out, Rows::kMarkers, "gather output"));
+    return width(o.out, w(o.h), "gather output");
+  }
+  Status check(const ActFeatures& o) const {
+    TANDEM_TRY(rows(o.h, Rows::kTokens, "act features input"));
+    TANDEM_TRY(rows(o.logits, Rows::kMarkers, "act features logits"));
+    TANDEM_TRY(width(o.logits, 1, "act features logits"));
+    TANDEM_TRY(rows(o.out, Rows::kSeqs, "act features output"));
+    return width(o.out, w(o.h) + 4, "act features output");
+  }
+  Status check(const HeadRmsNorm& o) const {
+    TANDEM_TRY(width(o.x, uint64_t{o.heads} * o.head_dim, "head norm input"));
+    return weight(o.w, {o.head_dim});
+  }
+  Status check(const CacheAppend& o) const {
+    TANDEM_TRY(rows(o.k, Rows::kTokens, "cache keys"));
+    TANDEM_TRY(rows(o.v, Rows::kTokens, "cache values"));
+    TANDEM_TRY(cache(o.cache, w(o.k)));
+    return width(o.v, w(o.k), "cache values");
+  }
+  Status check(const CacheAttention& o) const {
+    TANDEM_TRY(rows(o.q, Rows::kTokens, "cache attention queries"));
+    TANDEM_TRY(same_rows(o.q, o.out));
+    if (o.kv_heads == 0 || o.q_heads % o.kv_heads != 0) {
+      return fail("cache attention: {} query heads do not group over {} key heads", o.q_heads, o.kv_heads);
+    }
+    TANDEM_TRY(width(o.q, uint64_t{o.q_heads} * o.head_dim, "cache attention queries"));
+    TANDEM_TRY(width(o.out, uint64_t{o.q_heads} * o.head_dim, "cache attention output"));
+    return cache(o.cache, uint64_t{o.kv_heads} * o.head_dim);
+  }
+  Status check(const Input& o) const {
+    TANDEM_TRY(rows(o.out, Rows::kTokens, "input"));
+    return width(o.out, g_.feature_width, "input");
+  }
+  Status check(const Tap& o) const {
+    TANDEM_TRY(same_rows(o.x, o.out));
+    if (uint64_t{o.col} + w(o.x) > w(o.out)) return fail("tap of '{}' runs past its output", g_.info(o.x).name);
+    return {};
+  }
+  Status check(const DynConv& o) const {
+    TANDEM_TRY(same_rows(o.x, o.out));
+    TANDEM_TRY(same_rows(o.x, o.d));
+    TANDEM_TRY(width(o.out, w(o.x), "conv output"));
+    if (o.group == 0 || w(o.x) % o.group != 0 || o.stage > 1 || o.taps == 0) {
+      return fail("conv on '{}': bad group {}, stage {} or taps {}", g_.info(o.x).name, o.group, o.stage, o.taps);
+    }
+    TANDEM_TRY(width(o.d, 2ull * o.taps * (w(o.x) / o.group), "conv deltas"));
+    return weight(o.base, {2, o.taps, w(o.x)});
+  }
+
+  const Graph& g_;
+};
+
+}  // namespace
+
+Status validate(const Graph& graph) {
+  Checker c(graph);
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    auto st = c.op(graph.ops[i]);
+    if (!st.ok()) return std::move(st).context(fmt::format("graph op {} ({})", i, op_name(graph.ops[i])));
+  }
+  for (const Output& o : graph.outputs) {
+    if (o.val.index >= graph.vals.size()) return c.fail("output {} names no value", o.name);
+  }
+  return {};
+}
+
+}  // namespace tandem::ir

@@ -1,0 +1,19 @@
+// tandem: entry point. `tandem score|generate|serve ...`; see README.md for each command.
+#include <cstdio>
+
+#include "launch/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tandem: decision scoring and DFlash speculative decoding on CPUs and NVIDIA GPUs"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  tandem::launch::add_score_command(app, exit_code);
+  tandem::launch::add_generate_command(app, exit_code);
+  tandem::launch::add_serve_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
