@@ -180,7 +180,8 @@ def config(v2, vocab, target_layers):
            "num_key_value_heads": KV_HEADS, "head_dim": HD, "rms_norm_eps": EPS, "rope_theta": ROPE_THETA,
            "vocab_size": vocab, "attention_bias": False, "tie_word_embeddings": False, "torch_dtype": "float32"}
     if v2:  # DFlash 2: everything in dflash_config, explicit taps, a sliding layer
-        cfg.update({"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 6, "is_causal": False})
+        cfg.update({"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 6, "use_sliding_window": True,
+                    "is_causal": False})
         cfg["dflash_config"] = {"block_size": 8, "num_target_layers": target_layers, "target_layer_ids": [0, 2, 4],
                                 "mask_token_id": vocab - 1, "conv_kernel_size": 2, "conv_group_size": 16,
                                 "selector_rank": 16, "selector_top_k": 8, "final_logit_softcapping": 20.0,

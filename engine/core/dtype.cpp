@@ -13,6 +13,7 @@ std::string_view to_string(DType dtype) {
 }
 
 void convert_to_f32(DType dtype, const void* src, size_t n, float* dst) {
+  if (n == 0) return;  // empty tensors may have null pointers, which memcpy must not see
   const auto* bytes = static_cast<const unsigned char*>(src);
   switch (dtype) {
     case DType::kF32:

@@ -78,7 +78,7 @@ inline Status ok_status() { return {}; }
   } while (false)
 
 // `TANDEM_ASSIGN(auto x, f());` declares x from f()'s value or returns its error.
-#define TANDEM_ASSIGN(decl, expr) TANDEM_ASSIGN_IMPL(TANDEM_CONCAT(tandem_assign_, __LINE__), decl, expr)
+#define TANDEM_ASSIGN(decl, expr) TANDEM_ASSIGN_IMPL(TANDEM_CONCAT(tandem_assign_, __COUNTER__), decl, expr)
 #define TANDEM_ASSIGN_IMPL(tmp, decl, expr)              \
   auto tmp = (expr);                                     \
   if (!tmp.ok()) return std::move(tmp).error();          \
