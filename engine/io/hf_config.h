@@ -52,8 +52,10 @@ struct Qwen3Config {
   bool tie_word_embeddings = false;
   bool attention_bias = false;
   uint32_t max_position_embeddings = 0;
-  std::optional<uint32_t> sliding_window;  // applies to layers whose layer_types entry is sliding
-  std::vector<bool> sliding_layer;         // per layer; all false when there is no layer_types
+  std::optional<uint32_t> sliding_window;  // set only when use_sliding_window is true (as transformers)
+  // Per layer: true = sliding window, from layer_types or (without it) use_sliding_window +
+  // max_window_layers as Qwen3Config derives it. Never true unless sliding_window is set.
+  std::vector<bool> sliding_layer;
   std::vector<uint32_t> eos_token_ids;     // eos_token_id, a number or a list
   std::optional<uint32_t> bos_token_id;
 };
@@ -64,7 +66,8 @@ Result<Qwen3Config> load_qwen3_config(const std::string& path);
 struct DFlashConfig {
   Qwen3Config layers;                  // the drafter's own layer shapes (hidden_size = H)
   uint32_t block_size = 16;            // top level or dflash_config
-  uint32_t num_target_layers = 0;      // depth of the target the drafter was made for (for the tap rule)
+  uint32_t num_target_layers = 0;      // depth of the target the drafter was made for (for the tap rule);
+                                       // 0 = not in the file (only allowed with explicit target_layer_ids)
   std::vector<uint32_t> target_layer_ids;  // dflash_config.target_layer_ids, or the rule of §1.2
   uint32_t mask_token_id = 0;
   std::optional<uint32_t> target_hidden_size;  // fc input is taps · this; defaults to hidden_size
@@ -79,7 +82,8 @@ struct DFlashConfig {
   float output_multiplier = 1.0f;
   float input_embedding_scale = 1.0f;
 };
-// The tap rule of dflash.md §1.2: L == 1 -> [N / 2]; else round(1 + i·(N − 4)/(L − 1)).
+// The tap rule of dflash.md §1.2: L == 1 -> [N / 2]; else round(1 + i·(N − 4)/(L − 1)), with Python's
+// round (halves to even).
 std::vector<uint32_t> default_target_layer_ids(uint32_t target_layers, uint32_t draft_layers);
 Result<DFlashConfig> parse_dflash_config(const nlohmann::json& j, const std::string& origin);
 Result<DFlashConfig> load_dflash_config(const std::string& path);

@@ -42,7 +42,8 @@ class SafetensorsFile final : public WeightSource {
 // missing, or an index entry naming a tensor its shard lacks is an error.
 class Checkpoint final : public WeightSource {
  public:
-  // `dir` holds model.safetensors or model.safetensors.index.json; `file` overrides the file name.
+  // `dir` holds model.safetensors (preferred, as in transformers) or model.safetensors.index.json;
+  // open_file opens one .safetensors file of any name.
   static Result<std::unique_ptr<Checkpoint>> open_dir(const std::string& dir);
   static Result<std::unique_ptr<Checkpoint>> open_file(const std::string& path);
 
@@ -51,6 +52,7 @@ class Checkpoint final : public WeightSource {
   std::vector<std::string> names() const override;
 
  private:
+  std::string origin_;  // the file or index it was opened from, for messages
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*, std::less<>> owner_;
 };
