@@ -21,6 +21,20 @@ target_include_directories(tandem_pcre2 SYSTEM INTERFACE ${PCRE2_INCLUDE_DIR})
 target_link_libraries(tandem_pcre2 INTERFACE ${PCRE2_LIBRARY})
 target_compile_definitions(tandem_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
 
+# ICU (libicu-dev, component uc) for the tokenizer's NFC normalizer. Optional: some machines lack the
+# headers, and then a tokenizer.json that asks for NFC fails to load with a clear error. tandem_icu is
+# always defined; it carries TANDEM_HAVE_ICU=1 and the library only when ICU was found.
+find_package(ICU COMPONENTS uc QUIET)
+add_library(tandem_icu INTERFACE)
+set(TANDEM_HAVE_ICU OFF)
+if(ICU_FOUND)
+  set(TANDEM_HAVE_ICU ON)
+  target_link_libraries(tandem_icu INTERFACE ICU::uc)
+  target_compile_definitions(tandem_icu INTERFACE TANDEM_HAVE_ICU=1)
+else()
+  message(STATUS "tandem: ICU (uc) not found; tokenizers that ask for NFC will not load")
+endif()
+
 if(TANDEM_MPI)
   find_package(MPI REQUIRED COMPONENTS CXX)
 endif()

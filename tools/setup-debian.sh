@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
-  libopenmpi-dev openmpi-bin libpcre2-dev
+  libopenmpi-dev openmpi-bin libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 missing=()
