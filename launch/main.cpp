@@ -1,4 +1,4 @@
-// tandem: entry point. `tandem score|generate|serve ...`; see README.md for each command.
+// tandem: entry point. `tandem score|generate|serve|launch ...`; see README.md for each command.
 #include <cstdio>
 
 #include "launch/commands.h"
@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   tandem::launch::add_score_command(app, exit_code);
   tandem::launch::add_generate_command(app, exit_code);
   tandem::launch::add_serve_command(app, exit_code);
+  tandem::launch::add_launch_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -206,19 +206,23 @@ def random_sequence(rng):
 
 
 def compat_sequence(tok, qtype, question, options, state, max_len=512, head_max_len=192):
-    """scorer.md §1's compat layout, for the demo's sample questions."""
+    """scorer.md §1's compat layout, for the demo's sample questions, with the budgets as tandem's
+    coordinator applies them (coordinator/build_layout.cpp): each option is its MASK plus at most 48
+    tokens; when the options leave fewer than 16 tokens of head_max_len, each is cut (mask included) to
+    max(4, (head_max_len - 16) / k); the question gets max(8, what the options leave); the state fills
+    the room up to max_len with a final SEP."""
     enc = lambda s: tok.encode(s, add_special_tokens=False).ids
-    opts = [enc(" " + o)[:48] for o in options]
-    if all(len(o) > head_max_len - 16 for o in opts) and opts:
-        cut = max(4, (head_max_len - 16) // len(opts))
-        opts = [o[:cut] for o in opts]
-    used = 1 + 1 + sum(1 + len(o) for o in opts) + 1
-    budget = max(8, head_max_len - used)
-    ids = [CLS] + enc(f"{QTYPES[qtype]} question: {question}")[:budget] + [SEP]
+    opts = [[MASK] + enc(" " + o)[:48] for o in options]
+    left = head_max_len - sum(len(o) for o in opts)
+    if left < 16 and opts:
+        share = max(4, max(0, head_max_len - 16) // len(opts))
+        opts = [o[:share] for o in opts]
+        left = head_max_len - sum(len(o) for o in opts)
+    ids = [CLS] + enc(f"{QTYPES[qtype]} question: {question}")[:max(8, left)] + [SEP]
     markers = []
     for o in opts:
         markers.append(len(ids))
-        ids += [MASK] + o
+        ids += o
     ids.append(SEP)
     room = max(0, max_len - len(ids) - 1)
     ids += enc(state)[:room] + [SEP]

@@ -100,6 +100,13 @@ def build(root, name, tied, sliding, bias, dtype, shard, seed):
     for f in os.listdir(d):
         os.remove(os.path.join(d, f))
     model.save_pretrained(d, safe_serialization=True, max_shard_size=shard)
+    # Reload what was saved: casting the live model to bf16 would also round its (unsaved) rotary
+    # frequencies, which no loader of the checkpoint ever sees.
+    model = Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32)
+    try:
+        model.set_attn_implementation("eager")
+    except Exception as e:
+        print("note: keeping default attention implementation:", e)
     model = model.double().eval()
     print(name, "layer types:", model.config.layer_types, "files:", sorted(os.listdir(d)))
     rng = random.Random(seed)

@@ -68,6 +68,7 @@ def golden_strings():
         "<|im_start|>user\nhi<|im_end|>", "ticket #12345: refund for order 987", "email: a.b@example.com",
         "{\"key\": [1, 2, 3], \"nested\": {\"x\": null}}", "____ ---- ==== ....", "¿Qué tal? ¡Bien!",
         "ﬁ ligature and ℌ fraktur", "١٢٣ Arabic digits", "עברית", "हिन्दी भाषा", "ภาษาไทย",
+        "a\u0085b", "a\u180eb", "IT'\u017f", "x\t[MASK]", "x" + " " * 70000 + "y",
     ]
     rng = random.Random(7)
     s += corpus(99, 40)

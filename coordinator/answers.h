@@ -1,0 +1,28 @@
+// The JSON bodies of successful /v1/score and /v1/decide answers, built from a finished Job. Floats
+// print as the shortest decimal that reads back as the same f32 (the printing of `tandem score`), so a
+// client recovers the very bits the worker produced.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coordinator/decision_frontend.h"
+#include "coordinator/job.h"
+
+namespace tandem::coordinator {
+
+// Per /v1/decide question, what the answer echoes besides the scores.
+struct QuestionMeta {
+  std::string id;
+  std::vector<std::string> options;
+  uint32_t state_tokens = 0;
+  uint32_t state_tokens_used = 0;
+};
+
+// {"model", "sequences": [{"logits", "act", "probs", "pick"}], "usage": {"input_tokens"}}
+std::string score_answer(const DecisionFrontend& model, const Job& job);
+// {"model", "answers": [{"id", "qtype", "probabilities", "pick", "option", "act", "logits", "usage"}],
+//  "usage": {"input_tokens"}}
+std::string decide_answer(const DecisionFrontend& model, const Job& job, const std::vector<QuestionMeta>& questions);
+
+}  // namespace tandem::coordinator

@@ -1,0 +1,103 @@
+// run_coordinator (coordinator.h): start-up, serving and shutdown of rank 0, in that order.
+#include "coordinator/coordinator.h"
+
+#include <future>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "coordinator/batcher.h"
+#include "coordinator/control_plane.h"
+#include "coordinator/decision_frontend.h"
+#include "coordinator/http_server.h"
+#include "coordinator/routes.h"
+#include "engine/core/log.h"
+
+namespace tandem::coordinator {
+namespace {
+
+// Time for answers already posted to connections (503s of a stop) to be written before the I/O
+// threads end.
+constexpr auto kAnswerDrain = std::chrono::milliseconds(300);
+constexpr auto kWorkDrain = std::chrono::seconds(10);
+constexpr auto kGoodbyeWait = std::chrono::seconds(5);
+
+}  // namespace
+
+int run_coordinator(const config::Deployment& deployment, const worker::Topology& topology,
+                    worker::Transport& transport, const std::atomic<bool>& stop,
+                    const std::function<void(uint16_t port)>& on_listening) {
+  worker::name_this_thread("mpi");
+  RankTable ranks(topology, deployment.batcher.max_inflight_per_rank);
+  Metrics metrics;
+  ControlPlane control(transport, topology, deployment.health, ranks, metrics);
+  // Every way out before serving tells the workers, which would otherwise wait for a silence.
+  auto fail = [&](int code, const std::string& why) {
+    log::error("{}", why);
+    control.abort_workers(why);
+    return code;
+  };
+  const config::Model* model = deployment.model(config::Role::kScorer);
+  if (model == nullptr || topology.workers().size() != topology.ranks_with(config::Role::kScorer).size()) {
+    return fail(kExitError, fmt::format("{}: tandem serve runs scorer ranks only (target and drafter roles are "
+                                        "not served yet)",
+                                        deployment.origin));
+  }
+  auto buckets = config::serving_buckets(deployment);
+  if (!buckets.ok()) return fail(kExitError, buckets.error().message());
+
+  // Rank 0 opens the model and tokenizer while the workers load theirs; the control plane keeps
+  // heartbeating meanwhile. A detached thread: a load cannot be cancelled, and must not hold up an exit.
+  auto loading = std::make_shared<std::promise<Result<std::unique_ptr<DecisionFrontend>>>>();
+  auto loaded = loading->get_future();
+  std::thread([loading, m = *model] { loading->set_value(DecisionFrontend::load(m)); }).detach();
+  log::info("waiting for {} workers to load {}", topology.workers().size(), model->dir);
+  if (Status s = control.wait_ready(stop); !s.ok()) {
+    if (s.error().kind() != ErrorKind::kCancelled) return fail(kExitStartup, s.error().message());
+    return control.shutdown_workers(kGoodbyeWait) ? kExitClean : kExitError;
+  }
+  worker::BlockingQueue<Dispatch> outbox;
+  control.drain(outbox, [&] { return loaded.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
+                std::chrono::seconds(deployment.health.startup_timeout_s));
+  if (loaded.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    return fail(kExitStartup, fmt::format("rank 0 did not open {} within {} s (health.startup_timeout_s)", model->dir,
+                                          deployment.health.startup_timeout_s));
+  }
+  auto frontend = loaded.get();
+  if (!frontend.ok()) {
+    return fail(kExitStartup, fmt::format("rank 0 cannot open the scorer model: {}", frontend.error().message()));
+  }
+
+  Batcher batcher(deployment, buckets.value(), ranks, outbox, metrics);
+  Api api(deployment, *frontend.value(), buckets.value(), batcher, ranks, metrics);
+  auto server = HttpServer::start(deployment.server, deployment.limits, api);
+  if (!server.ok()) {
+    batcher.stop(unavailable("the server could not start"));
+    return fail(kExitError, server.error().message());
+  }
+  on_listening(server.value()->port());
+
+  int code = control.serve(outbox, stop);
+  api.refuse_work();
+  if (code == kExitClean) {
+    log::info("stopping: finishing the work in hand");
+    control.drain(outbox, [&] { return batcher.depth() == 0 && ranks.inflight_batches() == 0; }, kWorkDrain);
+  }
+  const std::string why = code == kExitClean ? std::string("the server is shutting down")
+                                             : ranks.problem().value_or("a rank died");
+  batcher.stop(unavailable(why));
+  control.abandon_inflight(unavailable(why));
+  std::this_thread::sleep_for(kAnswerDrain);
+  server.value()->stop();
+  if (code == kExitClean && control.lost_a_rank()) code = kExitRankDied;  // stopped during the grace
+  if (code != kExitClean) {
+    control.abort_workers(why);
+    return code;
+  }
+  if (!control.shutdown_workers(kGoodbyeWait)) {
+    return fail(kExitError, fmt::format("not every worker said goodbye within {} s", kGoodbyeWait.count()));
+  }
+  return kExitClean;
+}
+
+}  // namespace tandem::coordinator

@@ -1,0 +1,74 @@
+// HttpServer: HTTP/1.1 with keep-alive on Boost.Beast over Boost.Asio, with the limits of serving.md:
+// a body limit (413) and header limit (431), a whole-request read deadline against slow clients
+// (408), an idle timeout, a connection limit (503), a per-request deadline (504), and cancellation when
+// the client disconnects while its answer is pending. Routing is the handler's; each connection runs
+// on its own strand of `io_threads` threads named "http-io". A pimpl: no Asio in this header.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "coordinator/api_types.h"
+#include "engine/core/result.h"
+
+namespace tandem::coordinator {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query as sent
+  std::string content_type;
+  std::string body;
+};
+
+struct HttpResponse {
+  unsigned status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+HttpResponse error_response(const ApiError& error);
+
+// One request awaiting its answer, shared by the connection and whoever answers it.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  // Answers once, from any thread; later calls do nothing. `make` runs on the connection's strand.
+  virtual void reply(std::function<HttpResponse()> make) = 0;
+  void reply(HttpResponse response) {
+    reply([r = std::move(response)] { return r; });
+  }
+  // What to do if the client leaves, or the request deadline passes, before an answer. Set it inside
+  // HttpHandler::handle (it runs on the strand, where the callback will).
+  virtual void on_abandon(std::function<void()> callback) = 0;
+};
+
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  virtual void handle(HttpRequest request, std::shared_ptr<Exchange> exchange) = 0;
+  // Every response written, also those the server made itself (408, 413, 431, 503, 504, bad HTTP).
+  virtual void record(const std::string& target, unsigned status, double seconds) = 0;
+};
+
+class HttpServer {
+ public:
+  // Binds, listens and starts the I/O threads; the handler must outlive the server.
+  static Result<std::unique_ptr<HttpServer>> start(const config::Listener& listener, const config::Limits& limits,
+                                                   HttpHandler& handler);
+  ~HttpServer();  // stop()
+  uint16_t port() const;
+  // Stops accepting, closes every connection and joins the I/O threads.
+  void stop();
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::coordinator

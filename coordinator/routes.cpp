@@ -1,0 +1,239 @@
+// Api (routes.h).
+#include "coordinator/routes.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "coordinator/answers.h"
+#include "coordinator/parse_request.h"
+#include "engine/io/laya_config.h"
+
+namespace tandem::coordinator {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::string_view, 5> kRoutes = {"/v1/decide", "/v1/score", "/health", "/v1/models", "/metrics"};
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+HttpResponse json_response(unsigned status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+bool json_content_type(std::string_view type) {
+  if (type.empty()) return true;  // curl -d without -H: accept
+  std::string lower(type.substr(0, type.find(';')));
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  while (!lower.empty() && lower.back() == ' ') lower.pop_back();
+  return lower == "application/json";
+}
+
+json ranks_json(const std::vector<RankView>& ranks) {
+  json out = json::array();
+  for (const RankView& v : ranks) {
+    json r = {{"rank", v.rank}, {"role", config::to_string(v.role)}, {"state", to_string(v.state)}};
+    if (!v.detail.empty()) r["detail"] = v.detail;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The field a layout error is about: the options when they do not fit, else the piece the tokenizer
+// refused ("question", "options[2]"), which BuildLayout puts before the first colon.
+std::string layout_param(size_t index, const Error& error) {
+  std::string piece = "options";
+  if (error.kind() != ErrorKind::kCapacity) piece = error.message().substr(0, error.message().find(':'));
+  return fmt::format("questions[{}].{}", index, piece);
+}
+
+}  // namespace
+
+Api::Api(const config::Deployment& deployment, const DecisionFrontend& scorer, const ir::BucketTable& buckets,
+         Batcher& batcher, RankTable& ranks, Metrics& metrics)
+    : deployment_(deployment), scorer_(scorer), buckets_(buckets), batcher_(batcher), ranks_(ranks), metrics_(metrics) {
+  const auto ceiling = buckets_.ceiling("compat").value_or(ir::Bucket{});
+  limits_.vocab = scorer_.vocab();
+  limits_.max_sequences = deployment.limits.max_sequences;
+  limits_.max_questions = deployment.limits.max_questions;
+  limits_.max_options = deployment.limits.max_options;
+  limits_.max_request_tokens = deployment.limits.max_request_tokens;
+  limits_.max_sequence_tokens = std::min(deployment.batcher.max_batch_tokens, ceiling.tokens);
+  limits_.max_sequence_markers = ceiling.markers;
+}
+
+void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
+  const std::string_view path = path_of(request.target);
+  const bool known = std::find(kRoutes.begin(), kRoutes.end(), path) != kRoutes.end();
+  if (!known) {
+    return exchange->reply(error_response(ApiError{404, fmt::format("no route {}", path), "not_found", std::nullopt}));
+  }
+  const bool post = path == "/v1/decide" || path == "/v1/score";
+  if (request.method != (post ? "POST" : "GET")) {
+    HttpResponse r = error_response(
+        ApiError{405, fmt::format("{} takes {}, not {}", path, post ? "POST" : "GET", request.method),
+                 "method_not_allowed", std::nullopt});
+    r.headers.emplace_back("Allow", post ? "POST" : "GET");
+    return exchange->reply(std::move(r));
+  }
+  if (path == "/health") return exchange->reply(health());
+  if (path == "/v1/models") return exchange->reply(models());
+  if (path == "/metrics") return exchange->reply(metrics());
+  if (!json_content_type(request.content_type)) {
+    return exchange->reply(error_response(ApiError{
+        415, fmt::format("Content-Type '{}' is not application/json", request.content_type), "unsupported_media_type",
+        "Content-Type"}));
+  }
+  if (refusing_.load()) return exchange->reply(error_response(unavailable("the server is shutting down")));
+  if (path == "/v1/score") return score(request, exchange);
+  decide(request, exchange);
+}
+
+void Api::record(const std::string& target, unsigned status, double seconds) {
+  const std::string_view path = path_of(target);
+  const bool known = std::find(kRoutes.begin(), kRoutes.end(), path) != kRoutes.end();
+  metrics_.count_request(known ? path : "other", status, seconds);
+}
+
+std::optional<ApiError> Api::check_model(const std::optional<std::string>& model) const {
+  if (!model || *model == scorer_.name()) return std::nullopt;
+  return ApiError{404, fmt::format("model '{}' is not served here; available: {}", *model, scorer_.name()),
+                  "model_not_found", "model"};
+}
+
+std::optional<ApiError> Api::check_fits(const std::vector<SequenceInput>& sequences, const char* field) const {
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const SequenceInput& s = sequences[i];
+    auto bucket = buckets_.smallest("compat", static_cast<uint32_t>(s.ids.size()), 1,
+                                    static_cast<uint32_t>(s.markers.size()));
+    if (!bucket.ok() || s.ids.size() > limits_.max_sequence_tokens) {
+      return unprocessable(fmt::format("{}[{}] has {} tokens and {} markers, more than one batch holds ({} tokens, "
+                                       "batcher.max_batch_tokens and the serving buckets)",
+                                       field, i, s.ids.size(), s.markers.size(), limits_.max_sequence_tokens),
+                           fmt::format("{}[{}]", field, i));
+    }
+  }
+  return std::nullopt;
+}
+
+void Api::score(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange) {
+  auto parsed = parse_score_request(request.body, limits_);
+  if (!parsed.ok()) return exchange->reply(error_response(parsed.error()));
+  ScoreRequest& r = parsed.value();
+  if (auto e = check_model(r.model)) return exchange->reply(error_response(*e));
+  if (auto e = check_fits(r.sequences, "sequences")) return exchange->reply(error_response(*e));
+  const DecisionFrontend& scorer = scorer_;
+  submit(std::move(r.sequences), exchange, [&scorer](const Job& job) { return score_answer(scorer, job); });
+}
+
+void Api::decide(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange) {
+  auto parsed = parse_decide_request(request.body, limits_);
+  if (!parsed.ok()) return exchange->reply(error_response(parsed.error()));
+  DecideRequest& r = parsed.value();
+  if (auto e = check_model(r.model)) return exchange->reply(error_response(*e));
+  const BuildLayout& layout = scorer_.layout();
+  auto state = layout.encode_state(r.state);
+  if (!state.ok()) return exchange->reply(error_response(unprocessable(state.error().message(), "state")));
+  std::vector<SequenceInput> sequences;
+  std::vector<QuestionMeta> metas;
+  uint64_t tokens = 0;
+  for (size_t i = 0; i < r.questions.size(); ++i) {
+    Question& q = r.questions[i];
+    auto laid = layout(io::kQuestionTypes[q.qtype], q.question, q.options, state.value());
+    if (!laid.ok()) {
+      return exchange->reply(error_response(unprocessable(
+          fmt::format("question '{}': {}", q.id, laid.error().message()), layout_param(i, laid.error()))));
+    }
+    tokens += laid.value().ids.size();
+    metas.push_back(QuestionMeta{q.id, std::move(q.options), laid.value().state_tokens, laid.value().state_tokens_used});
+    sequences.push_back(SequenceInput{std::move(laid.value().ids), std::move(laid.value().markers), q.qtype});
+  }
+  if (tokens > limits_.max_request_tokens) {
+    return exchange->reply(error_response(too_large(
+        fmt::format("the questions lay out to {} tokens; a request may have at most {} (limits.max_request_tokens)",
+                    tokens, limits_.max_request_tokens),
+        "questions")));
+  }
+  if (auto e = check_fits(sequences, "questions")) return exchange->reply(error_response(*e));
+  const DecisionFrontend& scorer = scorer_;
+  submit(std::move(sequences), exchange,
+         [&scorer, metas = std::move(metas)](const Job& job) { return decide_answer(scorer, job, metas); });
+}
+
+void Api::submit(std::vector<SequenceInput> sequences, const std::shared_ptr<Exchange>& exchange,
+                 std::function<std::string(const Job&)> answer) {
+  auto job = std::make_shared<Job>(
+      std::move(sequences), Clock::now() + std::chrono::milliseconds(deployment_.limits.request_timeout_ms),
+      [exchange, answer = std::move(answer)](Job& j) {
+        if (j.error()) return exchange->reply(error_response(*j.error()));
+        // The body is built on the connection's thread, not on the control plane's.
+        exchange->reply([job = j.shared_from_this(), answer] {
+          HttpResponse out;
+          out.body = answer(*job);
+          return out;
+        });
+      });
+  // Weak: the job's own callback holds the exchange, and the exchange must not hold the job back.
+  exchange->on_abandon([weak = std::weak_ptr<Job>(job)] {
+    if (auto j = weak.lock()) j->cancel();
+  });
+  if (auto e = batcher_.submit(job)) {
+    job->cancel();
+    return exchange->reply(error_response(*e));
+  }
+  for (size_t i = 0; i < job->size(); ++i) metrics_.count_questions(io::kQuestionTypes[job->sequence(i).qtype], 1);
+}
+
+HttpResponse Api::health() const {
+  const auto problem = ranks_.problem();
+  json body = {{"status", problem ? "unavailable" : "ok"}, {"ranks", ranks_json(ranks_.view())}};
+  if (!problem) return json_response(200, body);
+  body["error"] = {{"message", *problem}, {"type", "unavailable"}, {"param", nullptr}};
+  return json_response(503, body);
+}
+
+HttpResponse Api::models() const {
+  json ranks = json::array();
+  for (const RankView& v : ranks_.view()) {
+    if (v.role != config::Role::kScorer) continue;
+    ranks.push_back({{"rank", v.rank},
+                     {"state", to_string(v.state)},
+                     {"backend", v.info.backend},
+                     {"device", v.info.device},
+                     {"weight_bytes", v.info.weight_bytes},
+                     {"plan_bytes", v.info.plan_bytes}});
+  }
+  const config::Model* m = deployment_.model(config::Role::kScorer);
+  json model = {{"id", scorer_.name()},
+                {"object", "model"},
+                {"owned_by", "tandem"},
+                {"role", "scorer"},
+                {"dir", m ? m->dir : ""},
+                {"vocab", scorer_.vocab()},
+                {"max_len", scorer_.laya().max_len},
+                {"head_max_len", scorer_.laya().head_max_len},
+                {"ranks", std::move(ranks)}};
+  return json_response(200, {{"object", "list"}, {"data", json::array({std::move(model)})}});
+}
+
+HttpResponse Api::metrics() const {
+  std::vector<RankGauge> gauges;
+  for (const RankView& v : ranks_.view()) {
+    if (v.role == config::Role::kCoordinator) continue;
+    gauges.push_back(RankGauge{v.rank, config::to_string(v.role), v.state == RankState::kReady, v.inflight_batches,
+                               v.info.weight_bytes, v.info.plan_bytes});
+  }
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = metrics_.render(batcher_.depth(), gauges);
+  return r;
+}
+
+}  // namespace tandem::coordinator

@@ -1,0 +1,53 @@
+// Api: the routes of serving.md's HTTP table that scoring needs: POST /v1/decide and /v1/score, GET
+// /health, /v1/models and /metrics. It checks requests at the edge, lays decide questions out, queues
+// jobs on the batcher and answers when they finish; everything else is 404 or 405.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "coordinator/batcher.h"
+#include "coordinator/decision_frontend.h"
+#include "coordinator/http_server.h"
+#include "coordinator/metrics.h"
+#include "coordinator/rank_table.h"
+
+namespace tandem::coordinator {
+
+class Api final : public HttpHandler {
+ public:
+  Api(const config::Deployment& deployment, const DecisionFrontend& scorer, const ir::BucketTable& buckets,
+      Batcher& batcher, RankTable& ranks, Metrics& metrics);
+
+  void handle(HttpRequest request, std::shared_ptr<Exchange> exchange) override;
+  void record(const std::string& target, unsigned status, double seconds) override;
+  // From now on every scoring request gets 503 (the job is stopping).
+  void refuse_work() { refusing_ = true; }
+
+ private:
+  void score(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange);
+  void decide(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange);
+  // Queues the sequences as one job, wired to the exchange: `answer` makes the body when all are
+  // scored, an error answers with its status, and a client that leaves cancels the job.
+  void submit(std::vector<SequenceInput> sequences, const std::shared_ptr<Exchange>& exchange,
+              std::function<std::string(const Job&)> answer);
+  std::optional<ApiError> check_model(const std::optional<std::string>& model) const;
+  std::optional<ApiError> check_fits(const std::vector<SequenceInput>& sequences, const char* field) const;
+  HttpResponse health() const;
+  HttpResponse models() const;
+  HttpResponse metrics() const;
+
+  const config::Deployment& deployment_;
+  const DecisionFrontend& scorer_;
+  const ir::BucketTable& buckets_;
+  Batcher& batcher_;
+  RankTable& ranks_;
+  Metrics& metrics_;
+  RequestLimits limits_;
+  std::atomic<bool> refusing_{false};
+};
+
+}  // namespace tandem::coordinator

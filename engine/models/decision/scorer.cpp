@@ -1,0 +1,70 @@
+// Scorer: a DecisionModel uploaded to a backend, run through an Executor over the "compat" bucket
+// stage; and calibrate(), the host-side softmax(z / T) of scorer.md §1.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/models/decision/decision_model.h"
+
+namespace tandem::models::decision {
+namespace {
+constexpr const char* kStage = "compat";
+// Laya divides by max(1e-3, T): a zero or negative temperature never reaches the division.
+constexpr double kMinTemperature = 1e-3;
+}  // namespace
+
+Scorer::Scorer(const DecisionModel& model, ir::Backend& backend, std::unique_ptr<ir::Weights> weights,
+               const ir::BucketTable& table)
+    : model_(model),
+      backend_(backend),
+      weights_(std::move(weights)),
+      table_(table),
+      executor_(backend, *weights_, model.graph(), table, kStage) {}
+
+Result<std::unique_ptr<Scorer>> Scorer::create(const DecisionModel& model, ir::Backend& backend,
+                                               const ir::BucketTable& table) {
+  if (table.stage(kStage).empty()) {
+    return Error(ErrorKind::kInvalidArgument, "the bucket table has no 'compat' stage for the scorer");
+  }
+  const ir::Graph* graphs[] = {&model.graph()};
+  auto weights = backend.upload(model.weights(), graphs);
+  if (!weights.ok()) {
+    return std::move(weights).error().context(fmt::format("uploading {} to {}", model.dir(), backend.caps().name));
+  }
+  return std::unique_ptr<Scorer>(new Scorer(model, backend, std::move(weights).value(), table));
+}
+
+Result<ScoreOutputs> Scorer::score(const ir::Batch& batch) {
+  TANDEM_TRY(ir::check(batch, model_.batch_limits()));
+  ScoreOutputs result;
+  if (batch.seqs() == 0) return result;
+  TANDEM_TRY(executor_.run(batch, nullptr, out_));
+  // Outputs come in the graph's order: logits (markers × 1), then act (sequences × 2).
+  const ir::Tensor2& logits = out_.values.at(0);
+  const ir::Tensor2& act = out_.values.at(1);
+  result.logits = logits.data;
+  result.act.resize(act.rows);
+  for (uint32_t s = 0; s < act.rows; ++s) result.act[s] = {act.at(s, 0), act.at(s, 1)};
+  return result;
+}
+
+Status Scorer::warm_up() {
+  for (const ir::Bucket& b : table_.stage(kStage)) TANDEM_TRY(executor_.prepare(b));
+  return {};
+}
+
+size_t Scorer::weight_bytes() const { return weights_->bytes(); }
+size_t Scorer::plan_bytes() const { return executor_.plan_bytes(); }
+
+std::vector<float> calibrate(std::span<const float> logits, float temperature) {
+  const double t = std::max(kMinTemperature, double{temperature});
+  std::vector<float> out(logits.size());
+  if (logits.empty()) return out;
+  double top = -INFINITY;
+  for (float z : logits) top = std::max(top, z / t);
+  double sum = 0.0;
+  for (float z : logits) sum += std::exp(z / t - top);
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<float>(std::exp(logits[i] / t - top) / sum);
+  return out;
+}
+
+}  // namespace tandem::models::decision

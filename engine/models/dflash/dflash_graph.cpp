@@ -1,0 +1,138 @@
+// The drafter's two graphs (dflash.md §1.3-1.5, §3.2): settle (tap rows -> context K/V of every layer)
+// and block (non-causal layers over context + block, final norm, the target's LM head on rows 1..B−1).
+#include "engine/models/dflash/dflash_model.h"
+#include "engine/models/qwen3/qwen3_layer.h"
+#include "engine/models/qwen3/qwen3_model.h"
+
+namespace tandem::models::dflash {
+namespace {
+
+using qwen3::LayerShape;
+using qwen3::LayerWeights;
+
+std::string layer_prefix(uint32_t l) { return "layers." + std::to_string(l) + "."; }
+
+// v2's grouped dynamic convolution of one sublayer: its base kernel and kernel projection.
+struct Conv {
+  ir::WeightId base;
+  ir::WeightId projection;
+};
+
+Conv add_conv_weights(ir::Graph& g, const io::DFlashConfig& cfg, const std::string& prefix) {
+  const uint64_t h = cfg.layers.hidden_size;
+  const uint64_t taps = cfg.conv_kernel_size;
+  const uint64_t groups = h / cfg.conv_group_size;
+  return {g.add_weight({prefix + "base_kernel"}, {2, taps, h}),
+          g.add_weight({prefix + "kernel_projection.weight"}, {2 * taps * groups, h})};
+}
+
+// d = W_kp·u (both stages' coefficient deltas) and z = conv_0(u).
+std::pair<ir::Val, ir::Val> add_conv_in(ir::Graph& g, const io::DFlashConfig& cfg, const Conv& c, ir::Val u,
+                                        const std::string& tag) {
+  const uint32_t h = cfg.layers.hidden_size;
+  const uint32_t taps = cfg.conv_kernel_size;
+  const uint32_t groups = h / cfg.conv_group_size;
+  const ir::Val d = g.add_val(ir::Rows::kTokens, 2 * taps * groups, tag + ".deltas");
+  g.add_op(ir::Gemm{u, c.projection, std::nullopt, ir::Epilogue::kNone, d});
+  const ir::Val z = g.add_val(ir::Rows::kTokens, h, tag + ".conv_in");
+  g.add_op(ir::DynConv{u, d, c.base, 0, taps, cfg.conv_group_size, ir::Epilogue::kNone, z});
+  return {d, z};
+}
+
+// x += conv_1(W·y) with the deltas of the sublayer's input.
+void add_conv_out(ir::Graph& g, const io::DFlashConfig& cfg, const Conv& c, ir::Val d, ir::Val y, ir::WeightId w,
+                  std::optional<ir::WeightId> bias, ir::Val x, const std::string& tag) {
+  const uint32_t h = cfg.layers.hidden_size;
+  const ir::Val a = g.add_val(ir::Rows::kTokens, h, tag + ".out");
+  g.add_op(ir::Gemm{y, w, bias, ir::Epilogue::kNone, a});
+  g.add_op(ir::DynConv{a, d, c.base, 1, cfg.conv_kernel_size, cfg.conv_group_size, ir::Epilogue::kAccumulate, x});
+}
+
+// A DFlash 2 layer (dflash.md §3.2): the Qwen3 layer with each sublayer wrapped by the convolution.
+void add_v2_layer(ir::Graph& g, const io::DFlashConfig& cfg, const LayerShape& s, const LayerWeights& w,
+                  uint32_t l, ir::Val x, uint32_t cache, const std::string& tag) {
+  const Conv attn_conv = add_conv_weights(g, cfg, layer_prefix(l) + "attention_conv.");
+  const Conv mlp_conv = add_conv_weights(g, cfg, layer_prefix(l) + "mlp_conv.");
+  const ir::Val u = g.add_val(ir::Rows::kTokens, s.hidden, tag + ".in_norm");
+  g.add_op(ir::RmsNorm{x, w.in_norm, s.eps, u});
+  const auto [d, z] = add_conv_in(g, cfg, attn_conv, u, tag + ".attn_conv");
+  const ir::Val q = qwen3::add_query(g, s, w, z, tag);
+  const qwen3::KeyValue kv = qwen3::add_key_value(g, s, w, z, tag);
+  const ir::Val y = qwen3::add_cache_attention(g, s, q, kv, cache, cfg.causal, tag);
+  add_conv_out(g, cfg, attn_conv, d, y, w.o, w.o_bias, x, tag + ".attn_conv");
+  const ir::Val u2 = g.add_val(ir::Rows::kTokens, s.hidden, tag + ".post_norm");
+  g.add_op(ir::RmsNorm{x, w.post_norm, s.eps, u2});
+  const auto [d2, z2] = add_conv_in(g, cfg, mlp_conv, u2, tag + ".mlp_conv");
+  const ir::Val m = qwen3::add_swiglu(g, s, w, z2, tag);
+  add_conv_out(g, cfg, mlp_conv, d2, m, w.down, std::nullopt, x, tag + ".mlp_conv");
+}
+
+ir::Graph settle_graph(const DrafterSetup& setup, const std::vector<LayerShape>& shapes) {
+  const io::DFlashConfig& cfg = setup.cfg;
+  const uint32_t h = cfg.layers.hidden_size;
+  ir::Graph g;
+  g.feature_width = setup.tap_width();
+  const ir::Val taps = g.add_val(ir::Rows::kTokens, setup.tap_width(), "taps");
+  g.add_op(ir::Input{taps});
+  const ir::Val fused = g.add_val(ir::Rows::kTokens, h, "fc");
+  g.add_op(ir::Gemm{taps, g.add_weight({"fc.weight"}, {h, setup.tap_width()}), std::nullopt, ir::Epilogue::kNone,
+                    fused});
+  const ir::Val t = g.add_val(ir::Rows::kTokens, h, "context");
+  g.add_op(ir::RmsNorm{fused, g.add_weight({"hidden_norm.weight"}, {h}), cfg.layers.rms_norm_eps, t});
+  for (uint32_t l = 0; l < shapes.size(); ++l) {
+    const LayerWeights w = qwen3::add_layer_weights(g, shapes[l], layer_prefix(l));
+    const uint32_t cache = g.add_cache("context." + std::to_string(l), shapes[l].kv_width());
+    const qwen3::KeyValue kv = qwen3::add_key_value(g, shapes[l], w, t, "layer." + std::to_string(l));
+    g.add_op(ir::CacheAppend{kv.k, kv.v, cache});
+  }
+  return g;
+}
+
+ir::Graph block_graph(const DrafterSetup& setup, const std::vector<LayerShape>& shapes) {
+  const io::DFlashConfig& cfg = setup.cfg;
+  const uint32_t h = cfg.layers.hidden_size;
+  const uint32_t vocab = setup.target.vocab_size;
+  ir::Graph g;
+  const ir::Val x = g.add_val(ir::Rows::kTokens, h, "x");
+  g.add_op(ir::Embed{g.add_weight({qwen3::embed_name(kTargetPrefix)}, {vocab, h}), x});
+  for (uint32_t l = 0; l < shapes.size(); ++l) {
+    const LayerWeights w = qwen3::add_layer_weights(g, shapes[l], layer_prefix(l));
+    const uint32_t cache = g.add_cache("context." + std::to_string(l), shapes[l].kv_width());
+    const std::string tag = "layer." + std::to_string(l);
+    if (cfg.version == 2) {
+      add_v2_layer(g, cfg, shapes[l], w, l, x, cache, tag);
+    } else {
+      qwen3::add_layer(g, shapes[l], w, x, cache, cfg.causal, tag);
+    }
+  }
+  const ir::Val rows = g.add_val(ir::Rows::kMarkers, h, "draft_rows");
+  g.add_op(ir::GatherMarkers{x, rows});
+  const ir::Val normed = g.add_val(ir::Rows::kMarkers, h, "final_norm");
+  g.add_op(ir::RmsNorm{rows, g.add_weight({"norm.weight"}, {h}), cfg.layers.rms_norm_eps, normed});
+  const ir::Val logits = g.add_val(ir::Rows::kMarkers, vocab, "logits");
+  g.add_op(ir::Gemm{normed, g.add_weight({qwen3::head_name(setup.target, kTargetPrefix)}, {vocab, h}), std::nullopt,
+                    ir::Epilogue::kNone, logits});
+  g.add_output("logits", logits);
+  if (cfg.version == 2) {
+    const ir::Val sel = g.add_val(ir::Rows::kMarkers, cfg.selector_rank, "selector");
+    g.add_op(ir::Gemm{normed, g.add_weight({setup.hidden_projection}, {cfg.selector_rank, h}), std::nullopt,
+                      ir::Epilogue::kNone, sel});
+    g.add_output("selector", sel);
+  }
+  return g;
+}
+
+}  // namespace
+
+Result<DrafterGraphs> build_drafter_graphs(const DrafterSetup& setup) {
+  std::vector<LayerShape> shapes;
+  for (uint32_t l = 0; l < setup.cfg.layers.num_hidden_layers; ++l) {
+    shapes.push_back(qwen3::layer_shape(setup.cfg.layers, l));
+  }
+  DrafterGraphs graphs{settle_graph(setup, shapes), block_graph(setup, shapes)};
+  TANDEM_TRY(ir::validate(graphs.settle).context("drafter settle graph"));
+  TANDEM_TRY(ir::validate(graphs.block).context("drafter block graph"));
+  return graphs;
+}
+
+}  // namespace tandem::models::dflash

@@ -1,0 +1,145 @@
+// Drafter: loading (own tensors plus the target's embedding and head), settle and block runs, codebooks.
+#include "engine/models/dflash/dflash_model.h"
+
+#include <algorithm>
+
+#include "engine/io/safetensors.h"
+#include "engine/models/qwen3/weight_check.h"
+
+namespace tandem::models::dflash {
+
+Codebooks::Codebooks(TensorView predecessor, TensorView successor)
+    : pred_(std::move(predecessor)), succ_(std::move(successor)) {
+  rank_ = static_cast<uint32_t>(pred_.shape[1]);
+  rows_ = static_cast<uint32_t>(pred_.shape[0]);
+}
+
+void Codebooks::row(const TensorView& t, uint32_t token, std::span<float> out) const {
+  // INVARIANT: token < rows_ (callers check) and both tensors are [rows_, rank_] (checked at create).
+  const auto* base = static_cast<const unsigned char*>(t.data);
+  convert_to_f32(t.dtype, base + size_t{token} * rank_ * dtype_size(t.dtype), rank_, out.data());
+}
+
+namespace {
+
+Status check_codebook(const TensorView& t, const DrafterSetup& setup, std::string_view origin) {
+  const std::vector<uint64_t> want{setup.target.vocab_size, setup.cfg.selector_rank};
+  if (t.shape != want) {
+    return Error::make(ErrorKind::kShape, "{}: tensor '{}' has shape {}, expected {}", origin, t.name,
+                       shape_string(t.shape), shape_string(want));
+  }
+  return {};
+}
+
+}  // namespace
+
+Drafter::Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,
+                 qwen3::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options)
+    : setup_(std::move(setup)),
+      graphs_(std::move(graphs)),
+      weights_(std::move(weights)),
+      context_(std::move(context)),
+      own_(std::move(own)),
+      settle_runner_(backend, *weights_, graphs_.settle, *options.buckets, kDrafterStage, setup_.target.vocab_size,
+                     /*split=*/true),
+      block_runner_(backend, *weights_, graphs_.block, *options.buckets, kDrafterStage, setup_.target.vocab_size,
+                    /*split=*/false) {}
+
+Result<std::unique_ptr<Drafter>> Drafter::open(ir::Backend& backend, const std::string& dir,
+                                               const std::string& target_dir, DrafterOptions options) {
+  TANDEM_ASSIGN(io::DFlashConfig cfg, io::load_dflash_config(dir + "/config.json"));
+  TANDEM_ASSIGN(io::Qwen3Config target_cfg, io::load_qwen3_config(target_dir + "/config.json"));
+  TANDEM_ASSIGN(auto own, io::Checkpoint::open_dir(dir));
+  TANDEM_ASSIGN(auto target, io::Checkpoint::open_dir(target_dir));
+  return create(backend, std::shared_ptr<const WeightSource>(std::move(own)), cfg, *target, target_cfg,
+                std::move(options), dir);
+}
+
+Result<std::unique_ptr<Drafter>> Drafter::create(ir::Backend& backend, std::shared_ptr<const WeightSource> own,
+                                                 const io::DFlashConfig& cfg, const WeightSource& target,
+                                                 const io::Qwen3Config& target_cfg, DrafterOptions options,
+                                                 std::string_view origin) {
+  if (!options.buckets) options.buckets = &ir::BucketTable::defaults();
+  if (options.buckets->stage(kDrafterStage).empty()) {
+    return Error::make(ErrorKind::kInvalidArgument, "the bucket table has no '{}' stage", kDrafterStage);
+  }
+  TANDEM_ASSIGN(DrafterSetup setup, make_setup(cfg, target_cfg, *own, options, origin));
+  auto graphs = build_drafter_graphs(setup);
+  if (!graphs.ok()) return std::move(graphs).error().context(origin);
+  io::CombinedSource combined;
+  combined.add(own.get(), "");
+  combined.add(&target, kTargetPrefix);
+  TANDEM_TRY(qwen3::check_weights(combined, graphs->settle, origin));
+  TANDEM_TRY(qwen3::check_weights(combined, graphs->block, origin));
+  std::optional<Codebooks> codebooks;
+  if (setup.cfg.version == 2) {
+    TANDEM_ASSIGN(TensorView pred, own->tensor(setup.predecessor));
+    TANDEM_ASSIGN(TensorView succ, own->tensor(setup.successor));
+    TANDEM_TRY(check_codebook(pred, setup, origin));
+    TANDEM_TRY(check_codebook(succ, setup, origin));
+    codebooks.emplace(std::move(pred), std::move(succ));
+  }
+  const ir::Graph* list[] = {&graphs->settle, &graphs->block};
+  auto weights = backend.upload(combined, list);
+  if (!weights.ok()) return std::move(weights).error().context(origin);
+  TANDEM_ASSIGN(qwen3::CacheSlots context,
+                qwen3::CacheSlots::create(backend, graphs->block, options.slots, options.capacity));
+  auto d = std::unique_ptr<Drafter>(new Drafter(backend, std::move(setup), std::move(graphs).value(),
+                                                std::move(weights).value(), std::move(context), std::move(own),
+                                                options));
+  d->codebooks_ = std::move(codebooks);
+  return d;
+}
+
+Status Drafter::settle(std::span<const SettleRows> rows) {
+  std::vector<qwen3::SeqRows> seqs(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].taps.size() % tap_width() != 0) {
+      return Error::make(ErrorKind::kInvalidArgument, "settle of slot {}: {} tap values are not rows of {}",
+                         rows[i].slot, rows[i].taps.size(), tap_width());
+    }
+    seqs[i] = qwen3::SeqRows{rows[i].slot, {}, rows[i].taps, {}, true};
+  }
+  return settle_runner_.run(seqs, context_, outputs_);
+}
+
+Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out) {
+  if (block < 2) {
+    return Error::make(ErrorKind::kInvalidArgument, "block size {} leaves no row to draft (at least 2)", block);
+  }
+  ids_.resize(rows.size());
+  markers_.resize(block - 1);
+  for (uint32_t r = 1; r < block; ++r) markers_[r - 1] = r;
+  std::vector<qwen3::SeqRows> seqs(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].anchor >= setup_.target.vocab_size) {
+      return Error::make(ErrorKind::kInvalidArgument, "block of slot {}: anchor {} is outside the vocabulary of {}",
+                         rows[i].slot, rows[i].anchor, setup_.target.vocab_size);
+    }
+    ids_[i].assign(block, setup_.cfg.mask_token_id);
+    ids_[i][0] = rows[i].anchor;
+    // The block's K/V land at positions past the context and are never committed: the next settle
+    // overwrites them (dflash.md §1.7).
+    seqs[i] = qwen3::SeqRows{rows[i].slot, ids_[i], {}, markers_, false};
+  }
+  TANDEM_TRY(block_runner_.run(seqs, context_, outputs_));
+  out.resize(rows.size());
+  const uint32_t vocab = setup_.target.vocab_size;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ir::Tensor2& logits = outputs_[i][0];
+    if (setup_.draft_vocab < vocab) {
+      // The head's first W rows are the draft vocabulary: keep those columns.
+      for (uint32_t r = 0; r < logits.rows; ++r) {
+        std::copy_n(logits.data.begin() + ptrdiff_t{r} * vocab, setup_.draft_vocab,
+                    logits.data.begin() + ptrdiff_t{r} * setup_.draft_vocab);
+      }
+      logits.data.resize(size_t{logits.rows} * setup_.draft_vocab);
+      logits.width = setup_.draft_vocab;
+    }
+    out[i].logits = std::move(logits);
+    out[i].selector = version() == 2 ? std::move(outputs_[i][1]) : ir::Tensor2{0, 0, {}};
+  }
+  return {};
+}
+
+}  // namespace tandem::models::dflash

@@ -1,0 +1,133 @@
+// DFlash v1 and v2 drafters (dflash.md §1.3-1.7, §3.2): settle turns the target's tap rows into context
+// K/V per layer (the per-request context cache); a block runs [anchor, MASK × (B−1)] non-causally over
+// the context and returns the draft rows' logits from the target's LM head (and, for v2, the selector's
+// projection S·h). The selector walk itself is engine/spec (it needs the sampling state).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/io/hf_config.h"
+#include "engine/ir/backend.h"
+#include "engine/models/qwen3/seq_runner.h"
+
+namespace tandem::models::dflash {
+
+inline constexpr const char* kDrafterStage = "drafter";
+// Where the target's embedding and LM head sit in the drafter's combined weight source.
+inline constexpr const char* kTargetPrefix = "target.";
+
+struct DrafterOptions {
+  uint32_t slots = 1;
+  uint32_t capacity = 0;                     // context positions per slot (as the target's)
+  uint32_t block_size = 0;                   // 0: the config's block_size
+  std::optional<uint32_t> draft_vocab;       // draft over the head's first W rows only
+  const ir::BucketTable* buckets = nullptr;  // nullptr: the embedded table; stage "drafter"
+};
+
+// The drafter as it will run: config checked against its target, names of the v2 tensors resolved.
+struct DrafterSetup {
+  io::DFlashConfig cfg;
+  io::Qwen3Config target;
+  uint32_t block_size = 0;
+  uint32_t draft_vocab = 0;
+  std::string predecessor;  // codebook tensor names (v2), bare or with ".weight"
+  std::string successor;
+  std::string hidden_projection;
+  uint32_t tap_width() const { return static_cast<uint32_t>(cfg.target_layer_ids.size()) * target.hidden_size; }
+};
+
+// Rejects a drafter that cannot run with this target: taps beyond its depth, a mask id outside its
+// vocabulary, a hidden size other than the target's, bad v2 conv/selector sizes, a bad block or vocab.
+Result<DrafterSetup> make_setup(const io::DFlashConfig& cfg, const io::Qwen3Config& target, const WeightSource& own,
+                                const DrafterOptions& options, std::string_view origin);
+
+struct DrafterGraphs {
+  ir::Graph settle;  // tap rows (Input) -> context K/V appended per layer; no outputs
+  ir::Graph block;   // block rows -> "logits" (and "selector" for v2) on marker rows
+};
+// Own tensors are bare ("fc.weight"); the target's carry kTargetPrefix.
+Result<DrafterGraphs> build_drafter_graphs(const DrafterSetup& setup);
+
+// Tap rows of one request at positions context().length(slot)...
+struct SettleRows {
+  uint32_t slot = 0;
+  std::span<const float> taps;  // rows × tap width
+};
+// A block whose anchor sits at position context().length(slot).
+struct BlockRows {
+  uint32_t slot = 0;
+  uint32_t anchor = 0;
+};
+struct BlockOut {
+  ir::Tensor2 logits;    // rows 1..B−1 × draft vocab
+  ir::Tensor2 selector;  // rows 1..B−1 × selector rank (v2), S·h of the final-normed rows
+};
+
+// DFlash 2 selector codebooks, rows read from the checkpoint on the host (dflash.md §3.3).
+class Codebooks {
+ public:
+  Codebooks(TensorView predecessor, TensorView successor);
+  uint32_t rank() const { return rank_; }
+  uint32_t rows() const { return rows_; }
+  // Row `token` (< rows(), checked by the caller) as floats; out has rank() entries.
+  void predecessor(uint32_t token, std::span<float> out) const { row(pred_, token, out); }
+  void successor(uint32_t token, std::span<float> out) const { row(succ_, token, out); }
+
+ private:
+  void row(const TensorView& t, uint32_t token, std::span<float> out) const;
+  TensorView pred_, succ_;
+  uint32_t rank_ = 0;
+  uint32_t rows_ = 0;
+};
+
+class Drafter {
+ public:
+  // dir/config.json and its safetensors; the target's embedding and LM head from target_dir.
+  static Result<std::unique_ptr<Drafter>> open(ir::Backend& backend, const std::string& dir,
+                                               const std::string& target_dir, DrafterOptions options);
+  // `own` stays alive with the drafter (codebook rows are read from it); `target` is only read here.
+  static Result<std::unique_ptr<Drafter>> create(ir::Backend& backend, std::shared_ptr<const WeightSource> own,
+                                                 const io::DFlashConfig& cfg, const WeightSource& target,
+                                                 const io::Qwen3Config& target_cfg, DrafterOptions options,
+                                                 std::string_view origin);
+  Drafter(const Drafter&) = delete;
+  Drafter& operator=(const Drafter&) = delete;
+
+  const DrafterSetup& setup() const { return setup_; }
+  uint32_t version() const { return setup_.cfg.version; }
+  uint32_t block_size() const { return setup_.block_size; }
+  uint32_t draft_vocab() const { return setup_.draft_vocab; }
+  uint32_t tap_width() const { return setup_.tap_width(); }
+  const std::vector<uint32_t>& target_layer_ids() const { return setup_.cfg.target_layer_ids; }
+  const Codebooks* codebooks() const { return codebooks_ ? &*codebooks_ : nullptr; }
+
+  // Appends the requests' committed rows to their context caches.
+  Status settle(std::span<const SettleRows> rows);
+  // One block per request (`block` rows, 2 <= block <= capacity left); the context is left as it was.
+  Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out);
+  qwen3::CacheSlots& context() { return context_; }
+  const qwen3::CacheSlots& context() const { return context_; }
+
+ private:
+  Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,
+          qwen3::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options);
+
+  DrafterSetup setup_;
+  DrafterGraphs graphs_;
+  std::unique_ptr<ir::Weights> weights_;
+  qwen3::CacheSlots context_;
+  std::shared_ptr<const WeightSource> own_;
+  std::optional<Codebooks> codebooks_;
+  qwen3::SeqRunner settle_runner_;
+  qwen3::SeqRunner block_runner_;
+  std::vector<qwen3::SeqOutputs> outputs_;
+  std::vector<std::vector<uint32_t>> ids_;
+  std::vector<uint32_t> markers_;
+};
+
+}  // namespace tandem::models::dflash

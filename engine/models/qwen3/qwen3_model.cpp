@@ -1,0 +1,70 @@
+// Target: loading, upload and the forward over sequences' rows.
+#include "engine/models/qwen3/qwen3_model.h"
+
+#include "engine/io/safetensors.h"
+#include "engine/models/qwen3/weight_check.h"
+
+namespace tandem::models::qwen3 {
+
+Target::Target(ir::Backend& backend, io::Qwen3Config cfg, TargetOptions options, ir::Graph graph,
+               std::unique_ptr<ir::Weights> weights, CacheSlots cache)
+    : cfg_(std::move(cfg)),
+      options_(std::move(options)),
+      tap_width_(static_cast<uint32_t>(options_.tap_layers.size()) * cfg_.hidden_size),
+      graph_(std::move(graph)),
+      weights_(std::move(weights)),
+      cache_(std::move(cache)),
+      runner_(backend, *weights_, graph_, *options_.buckets, kTargetStage, cfg_.vocab_size, /*split=*/true) {}
+
+Result<std::unique_ptr<Target>> Target::open(ir::Backend& backend, const std::string& dir, TargetOptions options) {
+  TANDEM_ASSIGN(io::Qwen3Config cfg, io::load_qwen3_config(dir + "/config.json"));
+  TANDEM_ASSIGN(auto ckpt, io::Checkpoint::open_dir(dir));
+  return create(backend, *ckpt, std::move(cfg), std::move(options), dir);
+}
+
+Result<std::unique_ptr<Target>> Target::create(ir::Backend& backend, const WeightSource& source,
+                                               io::Qwen3Config cfg, TargetOptions options, std::string_view origin) {
+  TANDEM_TRY(check_config(cfg, origin));
+  if (!options.buckets) options.buckets = &ir::BucketTable::defaults();
+  if (options.buckets->stage(kTargetStage).empty()) {
+    return Error::make(ErrorKind::kInvalidArgument, "the bucket table has no '{}' stage", kTargetStage);
+  }
+  auto graph = build_target_graph(cfg, options.tap_layers);
+  if (!graph.ok()) return std::move(graph).error().context(origin);
+  TANDEM_TRY(check_weights(source, *graph, origin));
+  const ir::Graph* graphs[] = {&graph.value()};
+  auto weights = backend.upload(source, graphs);
+  if (!weights.ok()) return std::move(weights).error().context(origin);
+  TANDEM_ASSIGN(CacheSlots cache, CacheSlots::create(backend, *graph, options.slots, options.capacity));
+  return std::unique_ptr<Target>(new Target(backend, std::move(cfg), std::move(options), std::move(graph).value(),
+                                            std::move(weights).value(), std::move(cache)));
+}
+
+Status Target::forward(std::span<const TargetRows> rows, std::vector<TargetOut>& out) {
+  markers_.resize(rows.size());
+  std::vector<SeqRows> seqs(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const uint32_t n = static_cast<uint32_t>(rows[i].ids.size());
+    std::vector<uint32_t>& m = markers_[i];
+    m.clear();
+    switch (rows[i].logits) {
+      case LogitRows::kNone: break;
+      case LogitRows::kLast:
+        if (n > 0) m.push_back(n - 1);
+        break;
+      case LogitRows::kAll:
+        for (uint32_t r = 0; r < n; ++r) m.push_back(r);
+        break;
+    }
+    seqs[i] = SeqRows{rows[i].slot, rows[i].ids, {}, m, true};
+  }
+  TANDEM_TRY(runner_.run(seqs, cache_, outputs_));
+  out.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out[i].logits = std::move(outputs_[i][0]);
+    out[i].taps = tap_width_ > 0 ? std::move(outputs_[i][1]) : ir::Tensor2{0, 0, {}};
+  }
+  return {};
+}
+
+}  // namespace tandem::models::qwen3

@@ -1,0 +1,90 @@
+// The Qwen3 target (dflash.md §1.6, architecture.md "A speculative round"): an HF Qwen3 checkpoint as an
+// IR graph with a KV cache per layer, run over rows of several sequences at their own positions (prefill,
+// batched verify), returning logits of chosen rows and the tap rows (residual stream after chosen layers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/io/hf_config.h"
+#include "engine/ir/backend.h"
+#include "engine/models/qwen3/seq_runner.h"
+
+namespace tandem::models::qwen3 {
+
+inline constexpr const char* kTargetStage = "target";
+
+// Checks what the graph relies on (nonzero sizes, GQA grouping, even head_dim).
+Status check_config(const io::Qwen3Config& cfg, std::string_view origin);
+
+// The decoder as a graph. Outputs "logits" (marker rows: final norm, LM head) and, with tap layers,
+// "taps" (token rows: the residual stream after each listed layer, joined in list order, n_t · hidden
+// wide). `prefix` is where the tensors sit in the weight source ("" for a checkpoint of its own).
+Result<ir::Graph> build_target_graph(const io::Qwen3Config& cfg, std::span<const uint32_t> tap_layers,
+                                     const std::string& prefix = "");
+std::string embed_name(const std::string& prefix = "");
+// lm_head.weight, or the embedding when the config ties them.
+std::string head_name(const io::Qwen3Config& cfg, const std::string& prefix = "");
+
+struct TargetOptions {
+  std::vector<uint32_t> tap_layers;
+  uint32_t slots = 1;
+  uint32_t capacity = 0;                     // positions per slot (prompt + generated + one block)
+  const ir::BucketTable* buckets = nullptr;  // nullptr: the embedded table; stage "target"
+};
+
+enum class LogitRows : uint8_t { kNone, kLast, kAll };
+
+// Rows of one sequence, continuing its slot at cache().length(slot).
+struct TargetRows {
+  uint32_t slot = 0;
+  std::span<const uint32_t> ids;
+  LogitRows logits = LogitRows::kLast;
+};
+
+struct TargetOut {
+  ir::Tensor2 logits;  // the chosen rows × vocab
+  ir::Tensor2 taps;    // every row × tap width (0 rows without tap layers)
+};
+
+class Target {
+ public:
+  // Reads dir/config.json and dir/model.safetensors (or its sharded index), checks and uploads them.
+  static Result<std::unique_ptr<Target>> open(ir::Backend& backend, const std::string& dir, TargetOptions options);
+  // From any weight source (tests build one in memory); `origin` names it in errors.
+  static Result<std::unique_ptr<Target>> create(ir::Backend& backend, const WeightSource& source,
+                                                io::Qwen3Config cfg, TargetOptions options, std::string_view origin);
+
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+
+  const io::Qwen3Config& config() const { return cfg_; }
+  uint32_t vocab() const { return cfg_.vocab_size; }
+  uint32_t tap_width() const { return tap_width_; }
+  const std::vector<uint32_t>& tap_layers() const { return options_.tap_layers; }
+
+  // Runs every sequence's rows, appending their K/V; `out` gets one entry per sequence. Rows that must
+  // not stay (rejected drafts) are dropped afterwards with cache().crop().
+  Status forward(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
+  CacheSlots& cache() { return cache_; }
+  const CacheSlots& cache() const { return cache_; }
+
+ private:
+  Target(ir::Backend& backend, io::Qwen3Config cfg, TargetOptions options, ir::Graph graph,
+         std::unique_ptr<ir::Weights> weights, CacheSlots cache);
+
+  io::Qwen3Config cfg_;
+  TargetOptions options_;
+  uint32_t tap_width_ = 0;
+  ir::Graph graph_;
+  std::unique_ptr<ir::Weights> weights_;
+  CacheSlots cache_;
+  SeqRunner runner_;
+  std::vector<SeqOutputs> outputs_;
+  std::vector<std::vector<uint32_t>> markers_;
+};
+
+}  // namespace tandem::models::qwen3

@@ -1,0 +1,173 @@
+// Packing sequences' rows into bucket-sized batches and scattering outputs back per sequence.
+#include "engine/models/qwen3/seq_runner.h"
+
+#include <algorithm>
+
+namespace tandem::models::qwen3 {
+
+Result<CacheSlots> CacheSlots::create(ir::Backend& backend, const ir::Graph& graph, uint32_t slots,
+                                      uint32_t capacity) {
+  if (slots == 0 || capacity == 0) {
+    return Error::make(ErrorKind::kInvalidArgument, "a cache needs at least one slot and one position, got {} x {}",
+                       slots, capacity);
+  }
+  CacheSlots c;
+  TANDEM_ASSIGN(c.state_, backend.create_state(graph, slots, capacity));
+  c.lengths_.assign(slots, 0);
+  c.capacity_ = capacity;
+  return c;
+}
+
+Status CacheSlots::crop(uint32_t slot, uint32_t length) {
+  if (slot >= lengths_.size()) {
+    return Error::make(ErrorKind::kInvalidArgument, "cache slot {} does not exist ({} slots)", slot, lengths_.size());
+  }
+  if (length > lengths_[slot]) {
+    return Error::make(ErrorKind::kInvalidArgument, "cannot crop cache slot {} to {} positions: it holds {}", slot,
+                       length, lengths_[slot]);
+  }
+  lengths_[slot] = length;
+  return {};
+}
+
+SeqRunner::SeqRunner(ir::Backend& backend, const ir::Weights& weights, const ir::Graph& graph,
+                     const ir::BucketTable& table, std::string stage, uint32_t vocab, bool split)
+    : exec_(backend, weights, graph, table, stage), table_(table), stage_(std::move(stage)), vocab_(vocab),
+      split_(split) {}
+
+uint32_t SeqRunner::rows_of(const SeqRows& s) const {
+  if (!s.ids.empty()) return static_cast<uint32_t>(s.ids.size());
+  const uint32_t fw = exec_.graph().feature_width;
+  return fw == 0 ? 0 : static_cast<uint32_t>(s.features.size() / fw);
+}
+
+uint32_t SeqRunner::markers_in(const SeqRows& s, uint32_t begin, uint32_t end) const {
+  const auto lo = std::lower_bound(s.markers.begin(), s.markers.end(), begin);
+  const auto hi = std::lower_bound(s.markers.begin(), s.markers.end(), end);
+  return static_cast<uint32_t>(hi - lo);
+}
+
+bool SeqRunner::fits(uint32_t tokens, uint32_t seqs, uint32_t markers) const {
+  return table_.smallest(stage_, tokens, seqs, markers).ok();
+}
+
+Status SeqRunner::check_seqs(std::span<const SeqRows> seqs, const CacheSlots& caches) const {
+  const uint32_t fw = exec_.graph().feature_width;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqRows& s = seqs[i];
+    if (s.slot >= caches.slots()) {
+      return Error::make(ErrorKind::kInvalidArgument, "sequence {}: cache slot {} does not exist ({} slots)", i,
+                         s.slot, caches.slots());
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (seqs[j].slot == s.slot) {
+        return Error::make(ErrorKind::kInvalidArgument, "sequences {} and {} both use cache slot {}", j, i, s.slot);
+      }
+    }
+    const uint32_t rows = rows_of(s);
+    if (fw > 0 && s.features.size() != size_t{rows} * fw) {
+      return Error::make(ErrorKind::kInvalidArgument, "sequence {}: {} feature values for {} rows of width {}", i,
+                         s.features.size(), rows, fw);
+    }
+    for (size_t m = 0; m < s.markers.size(); ++m) {
+      if (s.markers[m] >= rows || (m > 0 && s.markers[m] <= s.markers[m - 1])) {
+        return Error::make(ErrorKind::kInvalidArgument,
+                           "sequence {}: marker {} = {} is not an ascending row of its {} rows", i, m, s.markers[m],
+                           rows);
+      }
+    }
+    const uint64_t end = uint64_t{caches.length(s.slot)} + rows;
+    if (end > caches.capacity()) {
+      return Error::make(ErrorKind::kCapacity,
+                         "sequence {}: cache slot {} holds {} positions; {} more pass its capacity of {}", i, s.slot,
+                         caches.length(s.slot), rows, caches.capacity());
+    }
+  }
+  return {};
+}
+
+Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::vector<SeqOutputs>& out) {
+  TANDEM_TRY(check_seqs(seqs, caches));
+  const ir::Graph& g = exec_.graph();
+  out.assign(seqs.size(), SeqOutputs(g.outputs.size()));
+  for (SeqOutputs& so : out) {
+    for (size_t o = 0; o < g.outputs.size(); ++o) so[o].width = g.info(g.outputs[o].val).width;
+  }
+  std::vector<uint32_t> done(seqs.size(), 0);
+  std::vector<uint32_t> starts(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) starts[i] = caches.length(seqs[i].slot);
+  // Each pass takes at most one chunk per sequence (a slot appears once per batch), in order.
+  for (;;) {
+    std::vector<Chunk> chunks;
+    uint32_t tokens = 0, markers = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const uint32_t left = rows_of(seqs[i]) - done[i];
+      if (left == 0) continue;
+      uint32_t n = left;
+      while (n > 0 && !fits(tokens + n, static_cast<uint32_t>(chunks.size() + 1),
+                            markers + markers_in(seqs[i], done[i], done[i] + n))) {
+        n = split_ ? n / 2 : 0;
+      }
+      if (n == 0) {
+        if (chunks.empty()) {
+          return Error::make(ErrorKind::kCapacity, "no '{}' bucket holds {} rows of sequence {}{}", stage_, left, i,
+                             split_ ? "" : " in one batch");
+        }
+        continue;
+      }
+      chunks.push_back({i, done[i], n});
+      tokens += n;
+      markers += markers_in(seqs[i], done[i], done[i] + n);
+    }
+    if (chunks.empty()) break;
+    TANDEM_TRY(run_chunks(seqs, chunks, starts, caches, out));
+    for (const Chunk& c : chunks) done[c.seq] += c.rows;
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (seqs[i].commit) caches.lengths_[seqs[i].slot] = starts[i] + done[i];
+  }
+  return {};
+}
+
+Status SeqRunner::run_chunks(std::span<const SeqRows> seqs, const std::vector<Chunk>& chunks,
+                             const std::vector<uint32_t>& starts, CacheSlots& caches, std::vector<SeqOutputs>& out) {
+  const ir::Graph& g = exec_.graph();
+  const uint32_t fw = g.feature_width;
+  batch_.clear();
+  std::vector<uint32_t> ids, marks;
+  for (const Chunk& c : chunks) {
+    const SeqRows& s = seqs[c.seq];
+    ids.assign(c.rows, 0);
+    if (!s.ids.empty()) std::copy_n(s.ids.begin() + c.begin, c.rows, ids.begin());
+    marks.clear();
+    for (uint32_t m : s.markers) {
+      if (m >= c.begin && m < c.begin + c.rows) marks.push_back(m - c.begin);
+    }
+    batch_.add_sequence(ids, marks, 0);
+    batch_.start.push_back(starts[c.seq] + c.begin);
+    batch_.slot.push_back(s.slot);
+    if (fw > 0) {
+      const auto f = s.features.subspan(size_t{c.begin} * fw, size_t{c.rows} * fw);
+      batch_.features.insert(batch_.features.end(), f.begin(), f.end());
+    }
+  }
+  const ir::BatchLimits limits{vocab_, 3, fw, caches.slots(), caches.capacity()};
+  TANDEM_TRY(ir::check(batch_, limits));
+  TANDEM_TRY(exec_.run(batch_, &caches.state(), outputs_));
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    const ir::Tensor2& t = outputs_.values[o];
+    // Decoder graphs output token rows or marker rows, never sequence rows.
+    const bool by_marker = g.info(g.outputs[o].val).rows == ir::Rows::kMarkers;
+    for (size_t b = 0; b < chunks.size(); ++b) {
+      const uint32_t lo = by_marker ? batch_.mcu[b] : batch_.cu[b];
+      const uint32_t hi = by_marker ? batch_.mcu[b + 1] : batch_.cu[b + 1];
+      ir::Tensor2& dst = out[chunks[b].seq][o];
+      dst.rows += hi - lo;
+      dst.data.insert(dst.data.end(), t.data.begin() + ptrdiff_t{lo} * t.width,
+                      t.data.begin() + ptrdiff_t{hi} * t.width);
+    }
+  }
+  return {};
+}
+
+}  // namespace tandem::models::qwen3

@@ -1,0 +1,38 @@
+// Weight presence and shape checks shared by the decoder models.
+#include "engine/models/qwen3/weight_check.h"
+
+#include <string>
+
+namespace tandem::models::qwen3 {
+
+Status check_weights(const WeightSource& source, const ir::Graph& graph, std::string_view origin) {
+  for (const ir::WeightRef& ref : graph.weights) {
+    std::vector<uint64_t> want = ref.shape;
+    if (ref.parts.size() > 1 && !want.empty()) want[0] /= ref.parts.size();
+    for (const std::string& name : ref.parts) {
+      if (!source.contains(name)) {
+        return Error::make(ErrorKind::kNotFound, "{}: tensor '{}' is missing (expected shape {})", origin, name,
+                           shape_string(want));
+      }
+      TANDEM_ASSIGN(TensorView view, source.tensor(name));
+      if (view.shape != want) {
+        return Error::make(ErrorKind::kShape, "{}: tensor '{}' has shape {}, expected {}", origin, name,
+                           shape_string(view.shape), shape_string(want));
+      }
+    }
+  }
+  return {};
+}
+
+Result<std::string> resolve_name(const WeightSource& source, std::initializer_list<std::string_view> candidates,
+                                 std::string_view origin) {
+  std::string tried;
+  for (std::string_view c : candidates) {
+    if (source.contains(c)) return std::string(c);
+    if (!tried.empty()) tried += "' or '";
+    tried += c;
+  }
+  return Error::make(ErrorKind::kNotFound, "{}: tensor '{}' is missing", origin, tried);
+}
+
+}  // namespace tandem::models::qwen3

@@ -1,0 +1,29 @@
+// Accept rules of a verify row set (dflash.md §1.6, §1.8): rows 0..n of the target's logits for
+// [tok, d_1 .. d_n] at positions start.. ; row i predicts position start + i + 1.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/ir/backend.h"
+#include "engine/spec/spec.h"
+
+namespace tandem::spec {
+
+struct Verdict {
+  uint32_t accepted = 0;            // leading drafts kept
+  std::vector<uint32_t> committed;  // d_1 .. d_accepted, then the bonus token
+};
+
+// Greedy (temperature 0) and sample-and-match: a draft stays iff it equals the target's own token for
+// its position (target_token); the first row whose token differs, or the row after the last draft,
+// gives the bonus.
+Verdict accept_match(const ir::Tensor2& logits, std::span<const uint32_t> drafts, const SamplingParams& sampling,
+                     uint32_t start);
+
+// Rejection sampling against the drafts' proposals (temperature > 0).
+Verdict accept_reject(const ir::Tensor2& logits, std::span<const uint32_t> drafts,
+                      std::span<const Proposal> proposals, const SamplingParams& sampling, uint32_t start);
+
+}  // namespace tandem::spec

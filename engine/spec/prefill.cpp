@@ -1,0 +1,27 @@
+// The prefill step (dflash.md §1.6): the prompt through the target, the first token, the prompt's taps.
+#include "engine/spec/request_impl.h"
+#include "engine/spec/sampling_impl.h"
+
+namespace tandem::spec {
+
+Status prefill(models::qwen3::Target& target, std::span<Request* const> requests) {
+  std::vector<models::qwen3::TargetRows> rows;
+  for (Request* r : requests) {
+    TANDEM_TRY(target.cache().crop(r->slot, 0));
+    rows.push_back({r->slot, std::span<const uint32_t>(r->tokens).first(r->prompt_len),
+                    models::qwen3::LogitRows::kLast});
+  }
+  std::vector<models::qwen3::TargetOut> out;
+  TANDEM_TRY(target.forward(rows, out));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Request& r = *requests[i];
+    r.tokens.resize(r.prompt_len);
+    r.start = r.prompt_len;
+    r.settled = 0;
+    r.taps = std::move(out[i].taps.data);
+    commit_token(r, target_token(out[i].logits.data, r.params.sampling, r.start));
+  }
+  return {};
+}
+
+}  // namespace tandem::spec

@@ -1,0 +1,56 @@
+// The verify step (dflash.md §1.6): one causal target forward over [tok, d_1 .. d_n] per request, the
+// accept rule, commits, the KV crop to the new start and the committed rows' taps for the drafter.
+#include "engine/spec/accept_impl.h"
+#include "engine/spec/request_impl.h"
+
+namespace tandem::spec {
+
+Status verify(models::qwen3::Target& target, std::span<Request* const> requests, std::span<const Draft> drafts,
+              VerifyMode mode, bool trace) {
+  if (drafts.size() != requests.size()) {
+    return Error::make(ErrorKind::kInvalidArgument, "{} drafts for {} requests", drafts.size(), requests.size());
+  }
+  std::vector<std::vector<uint32_t>> ids(requests.size());
+  std::vector<models::qwen3::TargetRows> rows;
+  std::vector<bool> reject(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Request& r = *requests[i];
+    const Draft& d = drafts[i];
+    TANDEM_TRY(check_round_ready(r));
+    reject[i] = mode == VerifyMode::kReject && r.params.sampling.temperature > 0.0f && !d.tokens.empty();
+    if (reject[i] && d.proposals.size() != d.tokens.size()) {
+      return Error::make(ErrorKind::kInvalidArgument, "slot {}: {} proposals for {} drafts (rejection sampling)",
+                         r.slot, d.proposals.size(), d.tokens.size());
+    }
+    TANDEM_TRY(target.cache().crop(r.slot, r.start));
+    ids[i].push_back(r.tokens.back());
+    ids[i].insert(ids[i].end(), drafts[i].tokens.begin(), drafts[i].tokens.end());
+    rows.push_back({r.slot, ids[i], models::qwen3::LogitRows::kAll});
+  }
+  std::vector<models::qwen3::TargetOut> out;
+  TANDEM_TRY(target.forward(rows, out));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Request& r = *requests[i];
+    const Draft& d = drafts[i];
+    const Verdict v = reject[i] ? accept_reject(out[i].logits, d.tokens, d.proposals, r.params.sampling, r.start)
+                                : accept_match(out[i].logits, d.tokens, r.params.sampling, r.start);
+    ++r.rounds;
+    r.drafted += static_cast<uint32_t>(d.tokens.size());
+    r.accepted += v.accepted;
+    r.accept_lengths.push_back(v.accepted + 1);
+    if (trace) r.trace.push_back({r.start, d.tokens, v.accepted});
+    // Rows 0..accepted (the anchor and the accepted drafts) are committed in the KV cache; the rest go.
+    const uint32_t kept = v.accepted + 1;
+    const uint32_t width = out[i].taps.width;
+    r.taps.insert(r.taps.end(), out[i].taps.data.begin(),
+                  out[i].taps.data.begin() + static_cast<ptrdiff_t>(size_t{kept} * width));
+    r.start += kept;
+    TANDEM_TRY(target.cache().crop(r.slot, r.start));
+    for (uint32_t token : v.committed) {
+      if (!commit_token(r, token)) break;
+    }
+  }
+  return {};
+}
+
+}  // namespace tandem::spec

@@ -1,0 +1,276 @@
+// The HTTP front end (coordinator/http_server.h) with a scripted handler: keep-alive and pipelining,
+// answers from other threads, each limit with its status (413, 431, 408 for slow bodies and headers,
+// 503 past the connection limit, 504 past the request deadline), cancellation when the client leaves,
+// 100-continue and chunked bodies; and the server keeps serving after each.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "coordinator/http_server.h"
+#include "bench/loadgen_http.h"
+
+namespace tandem::coordinator {
+namespace {
+
+using namespace std::chrono_literals;
+using loadgen::HttpConnection;
+
+class ScriptedHandler final : public HttpHandler {
+ public:
+  void handle(HttpRequest request, std::shared_ptr<Exchange> exchange) override {
+    if (request.target == "/echo") {
+      HttpResponse r;
+      r.body = request.method + " " + request.body;
+      return exchange->reply(std::move(r));
+    }
+    if (request.target == "/later") {
+      std::thread([exchange] {
+        std::this_thread::sleep_for(100ms);
+        HttpResponse r;
+        r.body = "later";
+        exchange->reply(std::move(r));
+      }).detach();
+      return;
+    }
+    if (request.target == "/never") {
+      exchange->on_abandon([this] { abandoned.fetch_add(1); });
+      std::lock_guard lock(mutex);
+      parked.push_back(exchange);  // answered by nobody
+      return;
+    }
+    exchange->reply(error_response(ApiError{404, "no", "not_found", std::nullopt}));
+  }
+  void record(const std::string&, unsigned status, double) override {
+    std::lock_guard lock(mutex);
+    statuses.push_back(status);
+  }
+  bool recorded(unsigned status) {
+    std::lock_guard lock(mutex);
+    return std::find(statuses.begin(), statuses.end(), status) != statuses.end();
+  }
+
+  std::atomic<int> abandoned{0};
+  std::mutex mutex;
+  std::vector<std::shared_ptr<Exchange>> parked;
+  std::vector<unsigned> statuses;
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config::Listener listener;
+    listener.host = "127.0.0.1";
+    listener.port = 0;
+    listener.io_threads = 2;
+    limits_.max_body_bytes = 4096;
+    limits_.max_header_bytes = 2048;
+    limits_.read_timeout_ms = 400;
+    limits_.request_timeout_ms = 500;
+    limits_.idle_timeout_ms = 800;
+    limits_.max_connections = 8;
+    auto s = HttpServer::start(listener, limits_, handler_);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    server_ = std::move(s).value();
+  }
+  void TearDown() override { server_->stop(); }
+  uint16_t port() const { return server_->port(); }
+  // The server still answers a fresh connection.
+  void expect_serving() {
+    HttpConnection c(port());
+    auto r = c.request("POST", "/echo", "alive");
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->body, "POST alive");
+  }
+
+  config::Limits limits_;
+  ScriptedHandler handler_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, KeepAliveAndPipelining) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.request("POST", "/echo", "n" + std::to_string(i));
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "POST n" + std::to_string(i));
+    EXPECT_EQ(r->headers["content-type"], "application/json");
+  }
+  // Three requests in one write: three answers, in order, on the same connection.
+  ASSERT_TRUE(c.send_raw(HttpConnection::request_text("POST", "/echo", "a") +
+                         HttpConnection::request_text("GET", "/later", "") +
+                         HttpConnection::request_text("POST", "/echo", "c")));
+  auto a = c.read_reply();
+  auto b = c.read_reply();
+  auto d = c.read_reply();
+  ASSERT_TRUE(a && b && d);
+  EXPECT_EQ(a->body, "POST a");
+  EXPECT_EQ(b->body, "later");
+  EXPECT_EQ(d->body, "POST c");
+}
+
+TEST_F(HttpServerTest, ChunkedBodyAndExpectContinue) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.send_raw("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"));
+  auto r = c.read_reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "POST abcde");
+  ASSERT_TRUE(c.send_raw("POST /echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"));
+  ASSERT_TRUE(c.wait_for("HTTP/1.1 100 Continue", 1000ms));
+  ASSERT_TRUE(c.send_raw("hello"));
+  auto e = c.read_reply();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->body, "POST hello");
+}
+
+TEST_F(HttpServerTest, BodyOverTheLimitIs413) {
+  HttpConnection c(port());
+  const std::string body(5000, 'x');
+  ASSERT_TRUE(c.send_raw(HttpConnection::request_text("POST", "/echo", body)));
+  auto r = c.read_reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_NE(r->body.find("\"param\":\"body\""), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("4096 bytes (limits.max_body_bytes)"), std::string::npos) << r->body;
+  EXPECT_TRUE(c.closed_by_peer(3000ms));
+  expect_serving();
+}
+
+TEST_F(HttpServerTest, ChunkedBodyOverTheLimitIs413) {
+  HttpConnection c(port());
+  std::string chunked = "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 5; ++i) chunked += "400\r\n" + std::string(1024, 'y') + "\r\n";
+  ASSERT_TRUE(c.send_raw(chunked + "0\r\n\r\n"));
+  auto r = c.read_reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+}
+
+TEST_F(HttpServerTest, HeadersOverTheLimitAre431) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.send_raw("GET /echo HTTP/1.1\r\nX-Big: " + std::string(3000, 'h') + "\r\n\r\n"));
+  auto r = c.read_reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 431);
+  EXPECT_NE(r->body.find("\"param\":\"headers\""), std::string::npos);
+  expect_serving();
+}
+
+TEST_F(HttpServerTest, MalformedRequestLineIs400) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.send_raw("HELLO THERE\r\n\r\n"));
+  auto r = c.read_reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("malformed HTTP request"), std::string::npos);
+  expect_serving();
+}
+
+TEST_F(HttpServerTest, SlowBodyIs408) {
+  HttpConnection c(port());
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.send_raw("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nab"));
+  std::optional<loadgen::HttpReply> r;
+  for (int i = 0; i < 20 && !r; ++i) {
+    c.send_raw("c");  // a byte at a time, forever: a slow-loris body
+    r = c.read_reply(100ms);
+  }
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_NE(r->body.find("\"param\":\"body\""), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("400 ms (limits.read_timeout_ms)"), std::string::npos) << r->body;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
+  expect_serving();
+}
+
+TEST_F(HttpServerTest, SlowHeadersAre408) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.send_raw("GET /echo HTTP/1.1\r\nX-Slow: "));
+  std::optional<loadgen::HttpReply> r;
+  for (int i = 0; i < 20 && !r; ++i) {
+    c.send_raw("z");
+    r = c.read_reply(100ms);
+  }
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_NE(r->body.find("\"param\":\"headers\""), std::string::npos) << r->body;
+}
+
+TEST_F(HttpServerTest, UnansweredRequestIs504AndAbandoned) {
+  HttpConnection c(port());
+  const auto start = std::chrono::steady_clock::now();
+  auto r = c.request("GET", "/never", "", 3000ms);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 504);
+  EXPECT_NE(r->body.find("500 ms (limits.request_timeout_ms)"), std::string::npos);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 450ms);
+  EXPECT_EQ(handler_.abandoned.load(), 1);
+  // The connection stays usable, and a late answer to the old exchange goes nowhere.
+  {
+    std::lock_guard lock(handler_.mutex);
+    handler_.parked.front()->reply(HttpResponse{200, "too late", "application/json", {}});
+  }
+  auto next = c.request("POST", "/echo", "next");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->body, "POST next");
+}
+
+TEST_F(HttpServerTest, ClientLeavingCancelsItsRequest) {
+  {
+    HttpConnection c(port());
+    ASSERT_TRUE(c.send_raw(HttpConnection::request_text("GET", "/never", "")));
+    std::this_thread::sleep_for(100ms);
+  }  // closed without waiting for the answer
+  for (int i = 0; i < 40 && handler_.abandoned.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(handler_.abandoned.load(), 1);
+  EXPECT_TRUE(handler_.recorded(499));
+  expect_serving();
+}
+
+TEST_F(HttpServerTest, IdleConnectionsAreClosed) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.request("POST", "/echo", "x").has_value());
+  EXPECT_TRUE(c.closed_by_peer(2000ms));
+}
+
+TEST_F(HttpServerTest, ConnectionsPastTheLimitGet503) {
+  std::vector<std::unique_ptr<HttpConnection>> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(std::make_unique<HttpConnection>(port()));
+    ASSERT_TRUE(held.back()->request("POST", "/echo", "hold").has_value());
+  }
+  HttpConnection extra(port());
+  auto r = extra.read_reply(2000ms);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_NE(r->body.find("limits.max_connections = 8"), std::string::npos);
+  held.clear();
+  std::this_thread::sleep_for(100ms);
+  expect_serving();
+}
+
+TEST_F(HttpServerTest, ManyClientsAtOnce) {
+  std::vector<std::future<int>> clients;
+  for (int t = 0; t < 6; ++t) {
+    clients.push_back(std::async(std::launch::async, [this, t] {
+      HttpConnection c(port());
+      int ok = 0;
+      for (int i = 0; i < 50; ++i) {
+        const std::string body = std::to_string(t) + ":" + std::to_string(i);
+        auto r = c.request("POST", i % 5 ? "/echo" : "/later", body);
+        const bool good = r && (r->body == "POST " + body || r->body == "later");
+        if (!good) ADD_FAILURE() << "client " << t << " request " << i << ": " << (r ? std::to_string(r->status) + " " + r->body : "no answer");
+        ok += good ? 1 : 0;
+      }
+      return ok;
+    }));
+  }
+  for (auto& f : clients) EXPECT_EQ(f.get(), 50);
+}
+
+}  // namespace
+}  // namespace tandem::coordinator

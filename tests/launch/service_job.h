@@ -1,0 +1,196 @@
+// ServiceJob: a real serving job for the MPI tests: writes a deployment YAML into a fresh folder, runs
+// `tandem launch --oversubscribe` in its own process group with output to a log, finds the port the
+// coordinator prints, and can kill one rank. The destructor kills the whole group, so a failing test
+// never leaves ranks behind. Also: running a command to completion with its output.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tandem::testing {
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A fresh folder under /tmp named after the test, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("tandem-svc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    if (std::getenv("TANDEM_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(path_);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Runs argv with stdout+stderr to `log`, in a new process group; returns the pid.
+inline pid_t spawn(const std::vector<std::string>& argv, const std::filesystem::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    FILE* out = std::freopen(log.c_str(), "w", stdout);
+    if (out == nullptr) _exit(126);
+    dup2(fileno(stdout), fileno(stderr));
+    // mpirun refuses root without these (CI containers run as root).
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  return pid;
+}
+
+// Waits for `pid` up to `timeout`; its exit code, 128+signal, or nullopt if still running.
+inline std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0 || std::chrono::steady_clock::now() > deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+struct CommandResult {
+  int code = -1;
+  std::string output;
+};
+
+// Runs a command to completion (killed after `timeout`), capturing what it prints.
+inline CommandResult run_command(const std::vector<std::string>& argv, const std::filesystem::path& log,
+                                 std::chrono::milliseconds timeout = std::chrono::milliseconds(300000)) {
+  const pid_t pid = spawn(argv, log);
+  auto code = wait_exit(pid, timeout);
+  if (!code) {
+    kill(-pid, SIGKILL);
+    code = wait_exit(pid, std::chrono::milliseconds(5000));
+  }
+  return {code.value_or(-1), read_text(log)};
+}
+
+class ServiceJob {
+ public:
+  // Writes `yaml` as deploy.yaml and starts `tandem launch` on it.
+  ServiceJob(const std::string& yaml, std::vector<std::string> extra_args = {}) {
+    config_ = dir_.path() / "deploy.yaml";
+    std::ofstream(config_) << yaml;
+    log_ = dir_.path() / "job.log";
+    std::vector<std::string> argv = {TANDEM_BINARY, "launch", "--config", config_.string(), "--oversubscribe",
+                                     "--exit-dir", dir_.path().string()};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    pid_ = spawn(argv, log_);
+  }
+  // An orderly stop first (Ctrl-C on the launcher), then SIGKILL for whatever is left.
+  ~ServiceJob() {
+    if (!exit_code_) {
+      kill(pid_, SIGINT);
+      if (!wait(std::chrono::milliseconds(15000))) {
+        kill(-pid_, SIGKILL);
+        for (pid_t rank : ranks()) kill(rank, SIGKILL);
+        wait_exit(pid_, std::chrono::milliseconds(10000));
+      }
+    }
+  }
+  ServiceJob(const ServiceJob&) = delete;
+  ServiceJob& operator=(const ServiceJob&) = delete;
+
+  // The port rank 0 printed, waiting up to `timeout`; nullopt if the job died or never got there.
+  std::optional<uint16_t> wait_listening(std::chrono::milliseconds timeout = std::chrono::milliseconds(120000)) {
+    const std::regex line("tandem: serving .* at http://127\\.0\\.0\\.1:([0-9]+)");
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::smatch m;
+      const std::string text = output();
+      if (std::regex_search(text, m, line)) return static_cast<uint16_t>(std::stoi(m[1]));
+      if (auto code = wait(std::chrono::milliseconds(50))) return std::nullopt;
+    }
+    return std::nullopt;
+  }
+  // The launcher's exit code once it ends within `timeout`.
+  std::optional<int> wait(std::chrono::milliseconds timeout) {
+    if (!exit_code_) exit_code_ = wait_exit(pid_, timeout);
+    return exit_code_;
+  }
+  std::string output() const { return read_text(log_); }
+  pid_t launcher() const { return pid_; }
+  const std::filesystem::path& dir() const { return dir_.path(); }
+
+  // The pids of this job's ranks (processes whose command line runs `serve` on this job's file),
+  // by MPI rank; empty slots for ranks not found.
+  std::vector<pid_t> ranks() const {
+    std::vector<pid_t> out;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = read_text(entry.path() / "cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.find(" serve ") == std::string::npos || cmdline.find(config_.string()) == std::string::npos ||
+          cmdline.find("mpirun") != std::string::npos) {
+        continue;
+      }
+      std::string environ = read_text(entry.path() / "environ");
+      const std::string key = std::string(1, '\0') + "OMPI_COMM_WORLD_RANK=";
+      environ.insert(0, 1, '\0');
+      const size_t at = environ.find(key);
+      if (at == std::string::npos) continue;
+      const size_t rank = std::stoul(environ.substr(at + key.size()));
+      if (out.size() <= rank) out.resize(rank + 1, 0);
+      out[rank] = static_cast<pid_t>(std::stol(name));
+    }
+    return out;
+  }
+  bool kill_rank(size_t rank) {
+    const auto pids = ranks();
+    if (rank >= pids.size() || pids[rank] == 0) return false;
+    return kill(pids[rank], SIGKILL) == 0;
+  }
+
+ private:
+  TempDir dir_;
+  std::filesystem::path config_;
+  std::filesystem::path log_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+// A CPU deployment of the shipped decision-tiny model: the coordinator and `scorers` scorer ranks with
+// one thread each, port 0, and `extra` YAML sections appended (limits, health, ...).
+inline std::string cpu_deployment(int scorers, const std::string& extra = "") {
+  std::string yaml = "server: {host: 127.0.0.1, port: 0}\n"
+                     "backend: {name: cpu, threads: 1}\n"
+                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/models/decision-tiny}\n" +
+                     extra + "ranks:\n  - role: coordinator\n";
+  for (int i = 0; i < scorers; ++i) yaml += "  - role: scorer\n";
+  return yaml;
+}
+
+}  // namespace tandem::testing

@@ -1,0 +1,230 @@
+// The control-plane wire format (worker/protocol.h): exact round trips of every message, and malformed
+// frames (short, wrong magic or version, lying lengths, wrong tag, bad batch structure, random
+// mutations) rejected with a message that says what is wrong, never read out of bounds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "worker/protocol.h"
+
+namespace tandem::worker {
+namespace {
+
+ir::Batch sample_batch() {
+  ir::Batch b;
+  b.add_sequence({1, 7, 4, 9, 2}, {2}, 0);
+  b.add_sequence({1, 4, 4, 2}, {1, 2}, 2);
+  b.add_sequence({}, {}, 1);
+  return b;
+}
+
+template <typename T>
+T round_trip(const Message& m, Tag tag) {
+  auto bytes = encode(m);
+  auto back = decode(bytes, tag);
+  EXPECT_TRUE(back.ok()) << back.error().message();
+  EXPECT_TRUE(std::holds_alternative<T>(*back));
+  return std::get<T>(*back);
+}
+
+uint32_t bits(float f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+TEST(Protocol, RunBatchRoundTrips) {
+  RunBatch m{0x0123456789abcdefULL, sample_batch()};
+  auto back = round_trip<RunBatch>(m, Tag::kCommand);
+  EXPECT_EQ(back.batch_id, m.batch_id);
+  EXPECT_EQ(back.batch.ids, m.batch.ids);
+  EXPECT_EQ(back.batch.cu, m.batch.cu);
+  EXPECT_EQ(back.batch.markers, m.batch.markers);
+  EXPECT_EQ(back.batch.mcu, m.batch.mcu);
+  EXPECT_EQ(back.batch.qtype, m.batch.qtype);
+}
+
+TEST(Protocol, BatchDoneKeepsEveryFloatBit) {
+  BatchDone m;
+  m.batch_id = 42;
+  m.run_us = 1234567;
+  m.bucket = {64, 16, 64};
+  m.logits = {0.1f, -0.0f, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::infinity(),
+              std::numeric_limits<float>::quiet_NaN(), 3.4e38f};
+  m.act = {{1.5f, -2.25f}, {std::nextafter(1.0f, 2.0f), 0.0f}};
+  auto back = round_trip<BatchDone>(m, Tag::kResult);
+  EXPECT_EQ(back.batch_id, 42u);
+  EXPECT_EQ(back.run_us, 1234567u);
+  EXPECT_EQ(back.bucket, (ir::Bucket{64, 16, 64}));
+  ASSERT_EQ(back.logits.size(), m.logits.size());
+  for (size_t i = 0; i < m.logits.size(); ++i) EXPECT_EQ(bits(back.logits[i]), bits(m.logits[i])) << i;
+  ASSERT_EQ(back.act.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(bits(back.act[i][0]), bits(m.act[i][0]));
+    EXPECT_EQ(bits(back.act[i][1]), bits(m.act[i][1]));
+  }
+}
+
+TEST(Protocol, StatusMessagesRoundTrip) {
+  Ready r{"scorer", "decision-tiny", "cpu", "1 thread", 4556608, 99, 1024};
+  auto back = round_trip<Ready>(r, Tag::kStatus);
+  EXPECT_EQ(back.role, "scorer");
+  EXPECT_EQ(back.model, "decision-tiny");
+  EXPECT_EQ(back.backend, "cpu");
+  EXPECT_EQ(back.device, "1 thread");
+  EXPECT_EQ(back.weight_bytes, 4556608u);
+  EXPECT_EQ(back.plan_bytes, 99u);
+  EXPECT_EQ(back.vocab, 1024u);
+  EXPECT_EQ(round_trip<LoadFailed>(LoadFailed{"tensor x: shape [3] expected [4]"}, Tag::kStatus).message,
+            "tensor x: shape [3] expected [4]");
+  auto f = round_trip<BatchFailed>(BatchFailed{7, "boom"}, Tag::kResult);
+  EXPECT_EQ(f.batch_id, 7u);
+  EXPECT_EQ(f.message, "boom");
+  EXPECT_EQ(round_trip<Heartbeat>(Heartbeat{99}, Tag::kWorkerBeat).seq, 99u);
+  EXPECT_EQ(round_trip<Heartbeat>(Heartbeat{3}, Tag::kCoordinatorBeat).seq, 3u);
+  round_trip<Shutdown>(Shutdown{}, Tag::kCommand);
+  EXPECT_EQ(round_trip<Abort>(Abort{"rank 2 (scorer, cpu) is dead"}, Tag::kCommand).reason,
+            "rank 2 (scorer, cpu) is dead");
+  round_trip<Bye>(Bye{}, Tag::kStatus);
+}
+
+TEST(Protocol, TagsFollowTheSender) {
+  EXPECT_EQ(tag_for(Heartbeat{}, true), Tag::kCoordinatorBeat);
+  EXPECT_EQ(tag_for(Heartbeat{}, false), Tag::kWorkerBeat);
+  EXPECT_EQ(tag_for(RunBatch{}, true), Tag::kCommand);
+  EXPECT_EQ(tag_for(Abort{}, true), Tag::kCommand);
+  EXPECT_EQ(tag_for(BatchDone{}, false), Tag::kResult);
+  EXPECT_EQ(tag_for(Ready{}, false), Tag::kStatus);
+}
+
+void expect_rejected(const std::vector<uint8_t>& frame, Tag tag, const std::string& part) {
+  auto r = decode(frame, tag);
+  ASSERT_FALSE(r.ok()) << "accepted a frame that should fail with: " << part;
+  EXPECT_NE(r.error().message().find(part), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("malformed control message"), std::string::npos);
+}
+
+TEST(Protocol, ShortAndEmptyFrames) {
+  expect_rejected({}, Tag::kCommand, "shorter than the 12-byte header");
+  expect_rejected({0x54, 0x44, 0x4d}, Tag::kCommand, "shorter than the 12-byte header");
+}
+
+TEST(Protocol, WrongMagicAndVersion) {
+  auto bytes = encode(Shutdown{});
+  auto bad_magic = bytes;
+  bad_magic[0] ^= 0xff;
+  expect_rejected(bad_magic, Tag::kCommand, "magic");
+  auto bad_version = bytes;
+  bad_version[4] = 9;
+  expect_rejected(bad_version, Tag::kCommand, "protocol version 9 is not this build's 1");
+}
+
+TEST(Protocol, BodySizeMustMatch) {
+  auto bytes = encode(Heartbeat{5});
+  bytes.push_back(0);
+  expect_rejected(bytes, Tag::kWorkerBeat, "header says 8 body bytes, the frame has 9");
+}
+
+TEST(Protocol, UnknownKindAndWrongTag) {
+  auto bytes = encode(Shutdown{});
+  bytes[6] = 0x77;
+  expect_rejected(bytes, Tag::kCommand, "message kind 119 is unknown");
+  expect_rejected(encode(RunBatch{1, sample_batch()}), Tag::kResult, "a RunBatch message may not travel on this tag");
+  expect_rejected(encode(Heartbeat{1}), Tag::kCommand, "a Heartbeat message may not travel on this tag");
+}
+
+// Rewrites the body-size field after a test edits the body.
+void fix_size(std::vector<uint8_t>& bytes) {
+  const auto body = static_cast<uint32_t>(bytes.size() - kFrameHeaderBytes);
+  for (int i = 0; i < 4; ++i) bytes[8 + static_cast<size_t>(i)] = static_cast<uint8_t>(body >> (8 * i));
+}
+
+TEST(Protocol, EveryTruncationIsAnError) {
+  auto full = encode(RunBatch{3, sample_batch()});
+  for (size_t n = kFrameHeaderBytes; n < full.size(); ++n) {
+    std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(n));
+    fix_size(cut);
+    auto r = decode(cut, Tag::kCommand);
+    EXPECT_FALSE(r.ok()) << "a RunBatch cut to " << n << " bytes decoded";
+  }
+}
+
+TEST(Protocol, ListLengthBeyondTheFrame) {
+  auto bytes = encode(RunBatch{3, sample_batch()});
+  // The ids count follows the 8-byte batch id: claim a billion ids.
+  const size_t at = kFrameHeaderBytes + 8;
+  bytes[at] = 0x00;
+  bytes[at + 1] = 0xca;
+  bytes[at + 2] = 0x9a;
+  bytes[at + 3] = 0x3b;
+  expect_rejected(bytes, Tag::kCommand, "ids: length 1000000000 exceeds the");
+}
+
+TEST(Protocol, LeftoverBytesAreAnError) {
+  auto bytes = encode(LoadFailed{"x"});
+  bytes.push_back(1);
+  bytes.push_back(2);
+  fix_size(bytes);
+  expect_rejected(bytes, Tag::kStatus, "2 bytes left over");
+}
+
+TEST(Protocol, BatchStructureIsChecked) {
+  RunBatch m{1, sample_batch()};
+  m.batch.cu[2] = 1;  // not monotone
+  expect_rejected(encode(m), Tag::kCommand, "batch.cu[2] = 1 is less than cu[1] = 5");
+  RunBatch n{1, sample_batch()};
+  n.batch.markers[0] = 5;  // outside its 5-token sequence
+  expect_rejected(encode(n), Tag::kCommand, "markers[0] = 5 is outside sequence 0");
+  RunBatch q{1, sample_batch()};
+  q.batch.qtype[1] = 3;
+  expect_rejected(encode(q), Tag::kCommand, "qtype[1] = 3");
+  RunBatch c{1, sample_batch()};
+  c.batch.mcu.pop_back();
+  expect_rejected(encode(c), Tag::kCommand, "mcu has 3 entries, expected 4");
+}
+
+TEST(Protocol, ActPairsBeyondTheFrame) {
+  BatchDone d;
+  d.act = {{1, 2}};
+  auto bytes = encode(d);
+  bytes[bytes.size() - 12] = 0xff;  // the act count sits before the 8 bytes of one pair
+  expect_rejected(bytes, Tag::kResult, "act: length");
+}
+
+TEST(Protocol, RandomMutationsNeverCrash) {
+  std::mt19937 rng(7);
+  const std::vector<std::pair<Message, Tag>> seeds = {
+      {RunBatch{9, sample_batch()}, Tag::kCommand},
+      {BatchDone{9, 1, {32, 8, 32}, {1, 2, 3}, {{1, 2}, {3, 4}, {5, 6}}}, Tag::kResult},
+      {Ready{"scorer", "m", "cpu", "d", 1, 2, 3}, Tag::kStatus},
+  };
+  size_t accepted = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const auto& [msg, tag] = seeds[static_cast<size_t>(round) % seeds.size()];
+    auto bytes = encode(msg);
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      switch (rng() % 3) {
+        case 0: bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng()); break;
+        case 1: bytes.resize(rng() % (bytes.size() + 1)); break;
+        case 2: bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(rng() % (bytes.size() + 1)),
+                             static_cast<uint8_t>(rng())); break;
+      }
+      if (bytes.empty()) break;
+    }
+    if (rng() % 2 && bytes.size() >= kFrameHeaderBytes) fix_size(bytes);
+    auto r = decode(bytes, tag);
+    if (r.ok()) {
+      ++accepted;
+      // Whatever decodes must encode back to the same bytes: nothing was read past the frame.
+      EXPECT_EQ(encode(*r), bytes);
+    }
+  }
+  EXPECT_LT(accepted, 3000u);
+}
+
+}  // namespace
+}  // namespace tandem::worker

@@ -1,0 +1,258 @@
+// Encoding and checked decoding of control-plane frames (protocol.h).
+#include "worker/protocol.h"
+
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "worker/wire_impl.h"
+
+namespace tandem::worker {
+namespace {
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+void write_body(WireWriter& w, const Message& m) {
+  std::visit(Overloaded{
+                 [&](const RunBatch& r) {
+                   w.u64(r.batch_id);
+                   w.u32s(r.batch.ids);
+                   w.u32s(r.batch.cu);
+                   w.u32s(r.batch.markers);
+                   w.u32s(r.batch.mcu);
+                   w.u8s(r.batch.qtype);
+                 },
+                 [&](const Shutdown&) {},
+                 [&](const Abort& a) { w.string(a.reason); },
+                 [&](const Ready& r) {
+                   w.string(r.role);
+                   w.string(r.model);
+                   w.string(r.backend);
+                   w.string(r.device);
+                   w.u64(r.weight_bytes);
+                   w.u64(r.plan_bytes);
+                   w.u32(r.vocab);
+                 },
+                 [&](const LoadFailed& f) { w.string(f.message); },
+                 [&](const BatchDone& d) {
+                   w.u64(d.batch_id);
+                   w.u64(d.run_us);
+                   w.u32(d.bucket.tokens);
+                   w.u32(d.bucket.seqs);
+                   w.u32(d.bucket.markers);
+                   w.f32s(d.logits);
+                   w.u32(static_cast<uint32_t>(d.act.size()));
+                   for (const auto& a : d.act) {
+                     w.f32(a[0]);
+                     w.f32(a[1]);
+                   }
+                 },
+                 [&](const BatchFailed& f) {
+                   w.u64(f.batch_id);
+                   w.string(f.message);
+                 },
+                 [&](const Bye&) {},
+                 [&](const Heartbeat& h) { w.u64(h.seq); },
+             },
+             m);
+}
+
+Result<Message> read_body(MessageKind kind, WireReader& r) {
+  switch (kind) {
+    case MessageKind::kRunBatch: {
+      RunBatch m;
+      m.batch_id = r.u64("batch_id");
+      m.batch.ids = r.u32s("ids");
+      m.batch.cu = r.u32s("cu");
+      m.batch.markers = r.u32s("markers");
+      m.batch.mcu = r.u32s("mcu");
+      m.batch.qtype = r.u8s("qtype");
+      if (!r.failed()) {
+        // Structure only (offsets, markers inside their sequences); the worker checks ids against its
+        // model's vocabulary when it runs the batch.
+        ir::BatchLimits limits;
+        limits.vocab = std::numeric_limits<uint32_t>::max();
+        Status s = ir::check(m.batch, limits);
+        if (!s.ok()) r.fail(s.error().message());
+      }
+      return Message(std::move(m));
+    }
+    case MessageKind::kShutdown: return Message(Shutdown{});
+    case MessageKind::kAbort: return Message(Abort{r.string("reason")});
+    case MessageKind::kReady: {
+      Ready m;
+      m.role = r.string("role");
+      m.model = r.string("model");
+      m.backend = r.string("backend");
+      m.device = r.string("device");
+      m.weight_bytes = r.u64("weight_bytes");
+      m.plan_bytes = r.u64("plan_bytes");
+      m.vocab = r.u32("vocab");
+      return Message(std::move(m));
+    }
+    case MessageKind::kLoadFailed: return Message(LoadFailed{r.string("message")});
+    case MessageKind::kBatchDone: {
+      BatchDone m;
+      m.batch_id = r.u64("batch_id");
+      m.run_us = r.u64("run_us");
+      m.bucket.tokens = r.u32("bucket.tokens");
+      m.bucket.seqs = r.u32("bucket.seqs");
+      m.bucket.markers = r.u32("bucket.markers");
+      m.logits = r.f32s("logits");
+      const uint32_t pairs = r.u32("act");
+      if (!r.failed() && uint64_t{pairs} * 8 > r.left()) {
+        r.fail(fmt::format("act: length {} exceeds the {} bytes left", pairs, r.left()));
+      } else if (!r.failed()) {
+        m.act.resize(pairs);
+        for (auto& a : m.act) {
+          a[0] = r.f32("act");
+          a[1] = r.f32("act");
+        }
+      }
+      return Message(std::move(m));
+    }
+    case MessageKind::kBatchFailed: {
+      BatchFailed m;
+      m.batch_id = r.u64("batch_id");
+      m.message = r.string("message");
+      return Message(std::move(m));
+    }
+    case MessageKind::kBye: return Message(Bye{});
+    case MessageKind::kHeartbeat: return Message(Heartbeat{r.u64("seq")});
+  }
+  return Error::make(ErrorKind::kFormat, "message kind {} is unknown", static_cast<unsigned>(kind));
+}
+
+bool kind_allowed(MessageKind kind, Tag tag) {
+  switch (tag) {
+    case Tag::kCommand:
+      return kind == MessageKind::kRunBatch || kind == MessageKind::kShutdown || kind == MessageKind::kAbort;
+    case Tag::kCoordinatorBeat:
+    case Tag::kWorkerBeat: return kind == MessageKind::kHeartbeat;
+    case Tag::kStatus:
+      return kind == MessageKind::kReady || kind == MessageKind::kLoadFailed || kind == MessageKind::kBye;
+    case Tag::kResult: return kind == MessageKind::kBatchDone || kind == MessageKind::kBatchFailed;
+  }
+  return false;
+}
+
+bool known_kind(uint16_t kind) {
+  switch (static_cast<MessageKind>(kind)) {
+    case MessageKind::kRunBatch:
+    case MessageKind::kShutdown:
+    case MessageKind::kAbort:
+    case MessageKind::kReady:
+    case MessageKind::kLoadFailed:
+    case MessageKind::kBatchDone:
+    case MessageKind::kBatchFailed:
+    case MessageKind::kBye:
+    case MessageKind::kHeartbeat: return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* to_string(Tag tag) {
+  switch (tag) {
+    case Tag::kCommand: return "command";
+    case Tag::kCoordinatorBeat: return "coordinator-heartbeat";
+    case Tag::kStatus: return "status";
+    case Tag::kResult: return "result";
+    case Tag::kWorkerBeat: return "worker-heartbeat";
+  }
+  return "unknown";
+}
+
+const char* to_string(MessageKind kind) {
+  switch (kind) {
+    case MessageKind::kRunBatch: return "RunBatch";
+    case MessageKind::kShutdown: return "Shutdown";
+    case MessageKind::kAbort: return "Abort";
+    case MessageKind::kReady: return "Ready";
+    case MessageKind::kLoadFailed: return "LoadFailed";
+    case MessageKind::kBatchDone: return "BatchDone";
+    case MessageKind::kBatchFailed: return "BatchFailed";
+    case MessageKind::kBye: return "Bye";
+    case MessageKind::kHeartbeat: return "Heartbeat";
+  }
+  return "unknown";
+}
+
+MessageKind kind_of(const Message& m) {
+  return std::visit(Overloaded{
+                        [](const RunBatch&) { return MessageKind::kRunBatch; },
+                        [](const Shutdown&) { return MessageKind::kShutdown; },
+                        [](const Abort&) { return MessageKind::kAbort; },
+                        [](const Ready&) { return MessageKind::kReady; },
+                        [](const LoadFailed&) { return MessageKind::kLoadFailed; },
+                        [](const BatchDone&) { return MessageKind::kBatchDone; },
+                        [](const BatchFailed&) { return MessageKind::kBatchFailed; },
+                        [](const Bye&) { return MessageKind::kBye; },
+                        [](const Heartbeat&) { return MessageKind::kHeartbeat; },
+                    },
+                    m);
+}
+
+Tag tag_for(const Message& m, bool from_coordinator) {
+  switch (kind_of(m)) {
+    case MessageKind::kRunBatch:
+    case MessageKind::kShutdown:
+    case MessageKind::kAbort: return Tag::kCommand;
+    case MessageKind::kReady:
+    case MessageKind::kLoadFailed:
+    case MessageKind::kBye: return Tag::kStatus;
+    case MessageKind::kBatchDone:
+    case MessageKind::kBatchFailed: return Tag::kResult;
+    case MessageKind::kHeartbeat: return from_coordinator ? Tag::kCoordinatorBeat : Tag::kWorkerBeat;
+  }
+  return Tag::kStatus;
+}
+
+std::vector<uint8_t> encode(const Message& m) {
+  WireWriter w;
+  w.u32(kProtocolMagic);
+  w.u16(kProtocolVersion);
+  w.u16(static_cast<uint16_t>(kind_of(m)));
+  w.u32(0);  // body size, patched below
+  write_body(w, m);
+  std::vector<uint8_t>& bytes = w.bytes();
+  const auto body = static_cast<uint32_t>(bytes.size() - kFrameHeaderBytes);
+  for (int i = 0; i < 4; ++i) bytes[8 + static_cast<size_t>(i)] = static_cast<uint8_t>(body >> (8 * i));
+  return std::move(bytes);
+}
+
+Result<Message> decode(std::span<const uint8_t> frame, Tag tag) {
+  auto bad = [&](std::string what) {
+    return Error::make(ErrorKind::kFormat, "malformed control message on tag {} ({} bytes): {}", to_string(tag),
+                       frame.size(), what);
+  };
+  if (frame.size() < kFrameHeaderBytes) return bad("shorter than the 12-byte header");
+  if (frame.size() > kMaxFrameBytes) return bad("larger than the 1 GiB limit");
+  WireReader r(frame);
+  const uint32_t magic = r.u32("magic");
+  const uint16_t version = r.u16("version");
+  const uint16_t kind = r.u16("kind");
+  const uint32_t body = r.u32("body size");
+  if (magic != kProtocolMagic) return bad(fmt::format("magic {:#010x} is not {:#010x}", magic, kProtocolMagic));
+  if (version != kProtocolVersion) {
+    return bad(fmt::format("protocol version {} is not this build's {}", version, kProtocolVersion));
+  }
+  if (body != frame.size() - kFrameHeaderBytes) {
+    return bad(fmt::format("header says {} body bytes, the frame has {}", body, frame.size() - kFrameHeaderBytes));
+  }
+  if (!known_kind(kind)) return bad(fmt::format("message kind {} is unknown", kind));
+  const auto k = static_cast<MessageKind>(kind);
+  if (!kind_allowed(k, tag)) return bad(fmt::format("a {} message may not travel on this tag", to_string(k)));
+  TANDEM_ASSIGN(Message m, read_body(k, r));
+  if (r.failed()) return bad(fmt::format("{}: {}", to_string(k), r.error()));
+  if (r.left() != 0) return bad(fmt::format("{}: {} bytes left over after the last field", to_string(k), r.left()));
+  return m;
+}
+
+}  // namespace tandem::worker

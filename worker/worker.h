@@ -1,0 +1,22 @@
+// The worker room (architecture.md "Processes and ranks"): the rank main loop, and what the coordinator
+// shares with it: the control-plane protocol, MPI tags, transports, the topology and queues.
+#pragma once
+
+#include "config/config.h"
+#include "worker/batch_runner.h"
+#include "worker/mpi_session.h"
+#include "worker/protocol.h"
+#include "worker/queue.h"
+#include "worker/tags.h"
+#include "worker/topology.h"
+#include "worker/transport.h"
+
+namespace tandem::worker {
+
+// Runs a worker rank until the coordinator says Shutdown (returns 0), says Abort or falls silent for
+// health.dead_after_ms (returns 1; the caller must then end the process without MPI_Finalize).
+// `factory` runs on the compute thread; its failure is reported to the coordinator as LoadFailed.
+int run_worker(Transport& transport, const Topology& topology, const config::Health& health,
+               RunnerFactory factory);
+
+}  // namespace tandem::worker
