@@ -1,0 +1,77 @@
+// ir::check(): every malformed batch field is rejected with a message naming it; valid batches pass.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "engine/ir/batch.h"
+
+namespace tandem::ir {
+namespace {
+
+Batch two_questions() {
+  Batch b;
+  b.add_sequence({1, 7, 4, 9, 4, 2}, {2, 4}, 0);
+  b.add_sequence({1, 5, 2}, {}, 2);
+  return b;
+}
+
+const BatchLimits kScorer{.vocab = 16};
+
+TEST(BatchCheck, WellFormedBatchesPass) {
+  EXPECT_TRUE(check(two_questions(), kScorer).ok());
+  EXPECT_TRUE(check(Batch{}, kScorer).ok()) << "an empty batch is valid";
+  Batch empty_seq;
+  empty_seq.add_sequence({}, {}, 1);
+  EXPECT_TRUE(check(empty_seq, kScorer).ok()) << "an empty sequence without markers is valid";
+}
+
+struct Case {
+  const char* name;
+  std::function<void(Batch&, BatchLimits&)> damage;
+  const char* message;  // substring the error must contain
+};
+
+TEST(BatchCheck, EveryMalformedFieldIsRejectedByName) {
+  const Case cases[] = {
+      {"cu too short", [](Batch& b, BatchLimits&) { b.cu.pop_back(); }, "cu has 2 entries, expected 3"},
+      {"cu not starting at 0", [](Batch& b, BatchLimits&) { b.cu[0] = 1; }, "cu[0] = 1, expected 0"},
+      {"cu decreasing", [](Batch& b, BatchLimits&) { b.cu[1] = 7; b.cu[2] = 6; }, "cu[2] = 6 is less than cu[1] = 7"},
+      {"cu total wrong", [](Batch& b, BatchLimits&) { b.ids.push_back(3); }, "cu[2] = 9, expected the number of ids (10)"},
+      {"mcu too long", [](Batch& b, BatchLimits&) { b.mcu.push_back(2); }, "mcu has 4 entries, expected 3"},
+      {"mcu total wrong", [](Batch& b, BatchLimits&) { b.markers.push_back(0); }, "mcu[2] = 2, expected the number of markers (3)"},
+      {"qtype out of range", [](Batch& b, BatchLimits&) { b.qtype[1] = 3; }, "qtype[1] = 3 is not a question type"},
+      {"marker outside its sequence", [](Batch& b, BatchLimits&) { b.markers[1] = 6; }, "markers[1] = 6 is outside sequence 0 of 6 tokens"},
+      {"id outside vocab", [](Batch& b, BatchLimits&) { b.ids[7] = 16; }, "ids[7] = 16 is outside the vocabulary of 16"},
+      {"features for a graph without input", [](Batch& b, BatchLimits&) { b.features = {1.0f}; }, "features has 1 values but this graph reads none"},
+      {"features of the wrong size", [](Batch& b, BatchLimits& l) { l.feature_width = 2; b.features.assign(17, 0.5f); }, "features has 17 values, expected 18"},
+      {"features not finite", [](Batch& b, BatchLimits& l) { l.feature_width = 1; b.features.assign(9, 0.f); b.features[4] = NAN; }, "features[4] is not finite"},
+      {"decoder batch without starts", [](Batch& b, BatchLimits& l) { l.slots = 4; l.capacity = 64; b.slot = {0, 1}; }, "start has 0 entries, expected one per sequence (2)"},
+      {"slot out of range", [](Batch& b, BatchLimits& l) { l.slots = 2; l.capacity = 64; b.start = {0, 0}; b.slot = {0, 2}; }, "slot[1] = 2 is outside the 2 cache slots"},
+      {"two sequences in one slot", [](Batch& b, BatchLimits& l) { l.slots = 2; l.capacity = 64; b.start = {0, 0}; b.slot = {1, 1}; }, "two sequences share a cache slot"},
+      {"rows past the cache", [](Batch& b, BatchLimits& l) { l.slots = 2; l.capacity = 8; b.start = {3, 0}; b.slot = {0, 1}; }, "start[0] = 3 plus 6 rows passes the cache capacity of 8"},
+      {"starts for a graph without caches", [](Batch& b, BatchLimits&) { b.start = {0, 0}; b.slot = {0, 1}; }, "start/slot are set but this graph has no caches"},
+  };
+  for (const Case& c : cases) {
+    Batch b = two_questions();
+    BatchLimits limits = kScorer;
+    c.damage(b, limits);
+    const Status st = check(b, limits);
+    ASSERT_FALSE(st.ok()) << c.name;
+    EXPECT_EQ(st.error().kind(), ErrorKind::kInvalidArgument) << c.name;
+    EXPECT_NE(st.error().message().find(c.message), std::string::npos)
+        << c.name << ": got '" << st.error().message() << "'";
+    EXPECT_EQ(st.error().message().rfind("batch.", 0), 0u) << c.name << ": the message starts with the field";
+  }
+}
+
+TEST(BatchCheck, DecoderBatchesWithinTheirCachesPass) {
+  Batch b = two_questions();
+  b.start = {10, 0};
+  b.slot = {3, 0};
+  EXPECT_TRUE(check(b, BatchLimits{.vocab = 16, .slots = 4, .capacity = 16}).ok());
+}
+
+}  // namespace
+}  // namespace tandem::ir
