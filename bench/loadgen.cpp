@@ -232,6 +232,7 @@ int run(const Options& o) {
       {"requests", o.requests},
       {"connections", o.connections},
       {"mode", o.rate > 0 ? "open" : "closed"},
+      {"rate", o.rate},
       {"statuses", statuses},
       {"lost", all.lost},
       {"timed_out", all.timed_out},

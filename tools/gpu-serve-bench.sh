@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Serving throughput and latency on the GPU machine (two GPUs): builds tandem and tandem-loadgen, makes a
+# random ModernBERT-large compat checkpoint and a pool of W1-shaped questions, then for 1 and 2 CUDA scorer
+# ranks launches the job, drives it closed loop (questions/s at saturation) and open loop at a fixed rate
+# (p50/p99), and prints a table last. Logs go to $OUT (default ./serve-out).
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/serve-out}
+mkdir -p "$OUT"
+BUILD=${BUILD:-$ROOT/build-serve}
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export XDG_CACHE_HOME=$BUILD/cache
+REQUESTS=${REQUESTS:-20000}
+CONNECTIONS=${CONNECTIONS:-256}
+nvidia-smi --query-gpu=index,name,memory.total --format=csv > "$OUT/machine.txt" 2>&1
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF \
+  -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" > "$OUT/configure.log" 2>&1 || { tail "$OUT/configure.log"; exit 1; }
+cmake --build "$BUILD" -j"$(nproc)" --target tandem tandem-loadgen > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+# MODEL_DIR and POOL override the random ModernBERT-large checkpoint (e.g. a CPU dry run on decision-tiny).
+MODEL_DIR=${MODEL_DIR:-}
+POOL=${POOL:-/tmp/pool.json}
+BACKEND=${BACKEND:-"{name: cuda, precision: f16}"}
+if [ -z "$MODEL_DIR" ]; then
+  MODEL_DIR=/tmp/large
+  python3 tools/make_large_decision_checkpoint.py --out "$MODEL_DIR" --pool "$POOL" --questions 1024 || exit 1
+fi
+
+run_job() {  # run_job SCORERS
+  local n=$1 yaml=/tmp/serve-$1.yaml port=$((8090 + $1))
+  {
+    echo "version: 1"
+    echo "server: {host: 127.0.0.1, port: $port, io_threads: 4}"
+    echo "limits: {max_queue_sequences: 65536, request_timeout_ms: 60000, max_connections: 4096}"
+    echo "batcher: {max_batch_tokens: ${BATCH_TOKENS:-4096}, max_wait_us: 500, max_inflight_per_rank: 3}"
+    echo "backend: $BACKEND"
+    echo "models: {scorer: {dir: $MODEL_DIR, name: scorer}}"
+    echo "ranks:"
+    echo "  - role: coordinator"
+    for ((d = 0; d < n; d++)); do
+      if [ -n "${NO_DEVICES:-}" ]; then echo "  - role: scorer"; else echo "  - {role: scorer, device: $d}"; fi
+    done
+  } > "$yaml"
+  "$BUILD/launch/tandem" launch --config "$yaml" > "$OUT/job-$n.log" 2>&1 &
+  local job=$!
+  for _ in $(seq 1 240); do
+    python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null && break
+    sleep 0.5
+  done
+  "$BUILD/bench/tandem-loadgen" --url "http://127.0.0.1:$port" --input "$POOL" --per-request 1 \
+    --requests 2000 --connections 64 > "$OUT/warm-$n.json" 2>&1
+  "$BUILD/bench/tandem-loadgen" --url "http://127.0.0.1:$port" --input "$POOL" --per-request 1 \
+    --requests "$REQUESTS" --connections "$CONNECTIONS" > "$OUT/closed-$n.json" 2>&1
+  local qps
+  qps=$(python3 -c "import json;print(int(json.load(open('$OUT/closed-$n.json'))['questions_per_s']))" 2>/dev/null || echo 0)
+  local rate=$(( qps * 7 / 10 ))
+  [ "$rate" -gt 0 ] || rate=100
+  "$BUILD/bench/tandem-loadgen" --url "http://127.0.0.1:$port" --input "$POOL" --per-request 1 \
+    --requests $(( rate * 10 )) --connections "$CONNECTIONS" --rate "$rate" > "$OUT/open-$n.json" 2>&1
+  python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:$port/metrics').read().decode())" \
+    > "$OUT/metrics-$n.txt" 2>&1
+  kill -INT "$job" 2>/dev/null; wait "$job" 2>/dev/null
+  echo "$n scorer(s): closed loop $qps questions/s; open loop at $rate/s"
+}
+
+run_job 1
+run_job 2
+python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+def get(name):
+    try:
+        return json.load(open(f"{out}/{name}"))
+    except Exception as e:
+        return {"error": str(e)}
+print(f"{'':28}{'1 scorer':>22}{'2 scorers':>22}")
+rows = [("closed loop questions/s", "closed", "questions_per_s"), ("closed loop p50 ms", "closed", "p50"),
+        ("closed loop p99 ms", "closed", "p99"), ("open loop rate /s", "open", "rate"),
+        ("open loop questions/s", "open", "questions_per_s"), ("open loop p50 ms", "open", "p50"),
+        ("open loop p99 ms", "open", "p99")]
+def value(d, key):
+    return d.get("latency_ms", {}).get(key, "?") if key in ("p50", "p99") else d.get(key, "?")
+for label, kind, key in rows:
+    vals = [value(get(f"{kind}-{n}.json"), key) for n in (1, 2)]
+    print(f"{label:28}" + "".join(f"{v if isinstance(v, str) else round(v, 3):>22}" for v in vals))
+for n in (1, 2):
+    c = get(f"closed-{n}.json")
+    print(n, "closed:", {k: c.get(k) for k in ("statuses", "lost", "timed_out", "mismatched", "duplicated", "errors")})
+a, b = get("closed-1.json").get("questions_per_s", 0), get("closed-2.json").get("questions_per_s", 0)
+if a:
+    print(f"scaling 2 vs 1 scorer: {b / a:.2f}x")
+PY
