@@ -14,9 +14,11 @@ export XDG_CACHE_HOME=$BUILD/cache
 REQUESTS=${REQUESTS:-20000}
 CONNECTIONS=${CONNECTIONS:-256}
 nvidia-smi --query-gpu=index,name,memory.total --format=csv > "$OUT/machine.txt" 2>&1
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF \
-  -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" > "$OUT/configure.log" 2>&1 || { tail "$OUT/configure.log"; exit 1; }
-cmake --build "$BUILD" -j"$(nproc)" --target tandem tandem-loadgen > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+if [ -z "${SKIP_BUILD:-}" ]; then  # SKIP_BUILD=1 reuses an existing $BUILD
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF \
+    -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" > "$OUT/configure.log" 2>&1 || { tail "$OUT/configure.log"; exit 1; }
+  cmake --build "$BUILD" -j"$(nproc)" --target tandem tandem-loadgen > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+fi
 # MODEL_DIR and POOL override the random ModernBERT-large checkpoint (e.g. a CPU dry run on decision-tiny).
 MODEL_DIR=${MODEL_DIR:-}
 POOL=${POOL:-/tmp/pool.json}
@@ -41,7 +43,7 @@ run_job() {  # run_job SCORERS
       if [ -n "${NO_DEVICES:-}" ]; then echo "  - role: scorer"; else echo "  - {role: scorer, device: $d}"; fi
     done
   } > "$yaml"
-  "$BUILD/launch/tandem" launch --config "$yaml" > "$OUT/job-$n.log" 2>&1 &
+  "$BUILD/launch/tandem" launch --config "$yaml" ${LAUNCH_ARGS:-} > "$OUT/job-$n.log" 2>&1 &
   local job=$!
   for _ in $(seq 1 240); do
     python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null && break
