@@ -2,7 +2,10 @@
 // kernels, cuBLASLt GEMMs, one arena and one CUDA graph per bucket.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "engine/core/result.h"
 #include "engine/ir/backend.h"
@@ -12,10 +15,34 @@ namespace tandem::cuda {
 // Number of CUDA devices visible; 0 when there is no driver or no GPU (never an error).
 int device_count();
 
+// The attention kernel of FP16 plans (whose qkv is FP32): tc2 = FlashAttention-2 style tensor cores
+// (cp.async, ldmatrix; scores from split q and k, P·V in plain f16 as precise as the FP16 output),
+// tc2split = the same with P·V split too (kime's precision), tc = the first tensor-core kernel, simt =
+// CUDA cores. FP32 plans always run simt, for its precision; so does a device older than sm_80.
+enum class CudaAttention : uint8_t { kTc2, kTc2Split, kTc, kSimt };
+const char* to_string(CudaAttention a);
+Result<CudaAttention> parse_cuda_attention(std::string_view text);  // "tc2", "tc2split", "tc", "simt"
+
 struct CudaOptions {
   int device = 0;
   ir::Precision precision = ir::Precision::kF16;
   std::string cache_dir;  // compiled-module cache; empty = $XDG_CACHE_HOME/tandem or ~/.cache/tandem
+  // Debugging aids (also set by the environment: TANDEM_CUDA_GRAPHS=0, TANDEM_CUDA_SYNC_STEPS=1):
+  bool graphs = true;       // replay each plan as one captured CUDA graph
+  bool sync_steps = false;  // without graphs, synchronize after every step and name the one that fails
+  // A bucket may use a GEMM algorithm cuBLASLt ranks higher for its rows when a probe shows it gives
+  // exactly the bits of the shape's reference algorithm (TANDEM_CUDA_GEMM_PROBE=0 turns this off).
+  bool gemm_probe = true;
+  // With the probe, buckets of up to 2,048 rows time the candidates that give the reference's bits and
+  // run the fastest (TANDEM_CUDA_GEMM_TIMED=0: cuBLASLt's first bit-identical one instead).
+  bool gemm_timed = true;
+  // TANDEM_CUDA_ATTENTION=tc2|tc2split|tc|simt.
+  CudaAttention attention = CudaAttention::kTc2;
+  // GEMMs over token rows run for the smallest row tier that holds the batch's tokens instead of the
+  // whole bucket: plans of at least gemm_tier_min_tokens tokens keep one CUDA graph per tier of about
+  // an eighth of the bucket (TANDEM_CUDA_GEMM_TIERS=0 turns this off; =N sets the minimum to N).
+  bool gemm_tiers = true;
+  uint32_t gemm_tier_min_tokens = 1024;
 };
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);

@@ -1,0 +1,143 @@
+// The CUDA backend (scorer.md §3): ir::Backend over one device context, the NVRTC kernel modules and the
+// shared GEMM rankings. Scorer graphs only: decoder ops are refused at lowering, and there are no States.
+#include "engine/cuda/cuda_backend.h"
+
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/core/log.h"
+#include "engine/cuda/device_impl.h"
+#include "engine/cuda/gemm_impl.h"
+#include "engine/cuda/modules_impl.h"
+#include "engine/cuda/plan_impl.h"
+#include "engine/cuda/weights_impl.h"
+
+namespace tandem::cuda {
+namespace {
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+// The environment's switches over the options (cuda_backend.h names them); a malformed value is an error.
+Status apply_environment(CudaOptions& o) {
+  if (env_is("TANDEM_CUDA_GRAPHS", "0")) o.graphs = false;
+  if (env_is("TANDEM_CUDA_SYNC_STEPS", "1")) o.sync_steps = true;
+  if (env_is("TANDEM_CUDA_GEMM_PROBE", "0")) o.gemm_probe = false;
+  if (env_is("TANDEM_CUDA_GEMM_TIMED", "0")) o.gemm_timed = false;
+  if (const char* v = std::getenv("TANDEM_CUDA_ATTENTION"); v != nullptr && *v != '\0') {
+    auto a = parse_cuda_attention(v);
+    if (!a.ok()) return std::move(a).error().context("TANDEM_CUDA_ATTENTION");
+    o.attention = *a;
+  }
+  if (const char* v = std::getenv("TANDEM_CUDA_GEMM_TIERS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (end == v || *end != '\0' || n > UINT32_MAX) {
+      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_GEMM_TIERS is '{}': 0, 1 or a token count", v);
+    }
+    o.gemm_tiers = n != 0;
+    if (n > 1) o.gemm_tier_min_tokens = static_cast<uint32_t>(n);
+  }
+  return {};
+}
+
+class CudaBackend final : public ir::Backend {
+ public:
+  static Result<std::unique_ptr<ir::Backend>> create(CudaOptions options) {
+    TANDEM_TRY(apply_environment(options));
+    std::unique_ptr<CudaBackend> b(new CudaBackend());
+    b->options_ = options;
+    TANDEM_ASSIGN(b->device_, Device::open(options.device));
+    const std::string cache = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
+    TANDEM_ASSIGN(b->modules_, KernelModules::load(b->device_->info(), cache));
+    b->algos_ = std::make_unique<GemmAlgos>(*b->device_, options.gemm_probe, options.gemm_timed ? kTimedMaxRows : 0);
+    log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}): {}",
+              b->device_->info().describe(), ir::to_string(options.precision), options.graphs ? "on" : "off",
+              options.gemm_probe ? "on" : "off", options.gemm_probe && options.gemm_timed ? " (timed)" : "",
+              to_string(options.attention),
+              options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
+              b->modules_->summary());
+    return std::unique_ptr<ir::Backend>(std::move(b));
+  }
+
+  ir::Caps caps() const override {
+    return ir::Caps{"cuda", device_->info().describe(), options_.graphs, false};
+  }
+
+  Result<std::unique_ptr<ir::Weights>> upload(const WeightSource& source,
+                                              std::span<const ir::Graph* const> graphs) override {
+    TANDEM_ASSIGN(auto w, upload_weights(*device_, source, graphs, options_.precision));
+    return std::unique_ptr<ir::Weights>(std::move(w));
+  }
+
+  Result<std::unique_ptr<ir::Plan>> lower(const ir::Weights& weights, const ir::Graph& graph,
+                                          ir::Bucket bucket) override {
+    const auto* w = dynamic_cast<const CudaWeights*>(&weights);
+    if (w == nullptr || w->device() != device_.get()) {
+      return Error::make(ErrorKind::kInvalidArgument, "lowering on CUDA needs weights uploaded by this backend");
+    }
+    PlanOptions po;
+    po.graphs = options_.graphs;
+    po.sync_steps = options_.sync_steps;
+    po.attention = options_.attention;
+    po.tier_min_tokens = options_.gemm_tiers ? options_.gemm_tier_min_tokens : 0;
+    TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po));
+    return std::unique_ptr<ir::Plan>(std::move(plan));
+  }
+
+  Result<std::unique_ptr<ir::State>> create_state(const ir::Graph& graph, uint32_t, uint32_t) override {
+    if (graph.caches.empty()) {
+      return Error::make(ErrorKind::kInvalidArgument, "the graph has no caches, so it needs no state");
+    }
+    return Error::make(ErrorKind::kUnsupported, "the CUDA backend keeps no caches (decoder graphs are CPU only)");
+  }
+
+  Status run(ir::Plan& plan, const ir::Batch& batch, ir::State* state, ir::Outputs& out) override {
+    auto* p = dynamic_cast<CudaPlan*>(&plan);
+    if (p == nullptr) return Error::make(ErrorKind::kInvalidArgument, "running a plan lowered by another backend");
+    if (state != nullptr) return Error::make(ErrorKind::kUnsupported, "the CUDA backend keeps no caches");
+    return p->run(batch, out);
+  }
+
+ private:
+  CudaBackend() = default;
+  CudaOptions options_;
+  // Declared in teardown order reversed: the device outlives the modules and rankings built on it.
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<KernelModules> modules_;
+  std::unique_ptr<GemmAlgos> algos_;
+};
+
+}  // namespace
+
+const char* to_string(CudaAttention a) {
+  switch (a) {
+    case CudaAttention::kTc2: return "tc2";
+    case CudaAttention::kTc2Split: return "tc2split";
+    case CudaAttention::kTc: return "tc";
+    case CudaAttention::kSimt: return "simt";
+  }
+  return "?";
+}
+
+Result<CudaAttention> parse_cuda_attention(std::string_view text) {
+  for (CudaAttention a : {CudaAttention::kTc2, CudaAttention::kTc2Split, CudaAttention::kTc, CudaAttention::kSimt}) {
+    if (text == to_string(a)) return a;
+  }
+  return Error::make(ErrorKind::kInvalidArgument, "attention kernel '{}' is none of tc2, tc2split, tc, simt", text);
+}
+
+Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options) {
+  if (device_count() == 0) {
+    return Error::make(ErrorKind::kUnavailable, "no CUDA device: cudaGetDeviceCount found none (no driver or GPU)");
+  }
+  auto b = CudaBackend::create(options);
+  if (!b.ok()) return std::move(b).error().context(fmt::format("CUDA backend on device {}", options.device));
+  return b;
+}
+
+}  // namespace tandem::cuda

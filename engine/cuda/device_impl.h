@@ -1,0 +1,55 @@
+// One device context per backend (scorer.md §3): the device's facts, one non-blocking stream that every
+// copy, kernel and GEMM of the backend runs on in order, a cuBLASLt handle and its workspace.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "engine/core/result.h"
+#include "engine/cuda/buffer_impl.h"
+
+namespace tandem::cuda {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sms = 0;
+  size_t memory = 0;          // total device memory
+  size_t smem_optin = 0;      // shared memory a block may opt into
+  int driver_version = 0;     // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;
+  int arch() const { return cc_major * 10 + cc_minor; }  // 90 for sm_90
+  std::string describe() const;                          // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)"
+};
+
+inline constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+
+class Device {
+ public:
+  static Result<std::unique_ptr<Device>> open(int index);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // Makes this device current on the calling thread (the runtime's current device is per thread).
+  Status activate() const;
+  const DeviceInfo& info() const { return info_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasLtHandle_t lt() const { return lt_; }
+  void* workspace() const { return workspace_.data(); }
+  size_t workspace_bytes() const { return workspace_.bytes(); }
+  Status synchronize() const;
+
+ private:
+  Device() = default;
+  DeviceInfo info_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  DeviceBuffer workspace_;
+};
+
+}  // namespace tandem::cuda

@@ -1,0 +1,401 @@
+// cuBLASLt GEMM setup: descriptors, the per-shape ranking at kRankedRows rows, the per-bucket choice.
+#include "engine/cuda/gemm_impl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <random>
+#include <utility>
+
+#include "engine/core/dtype.h"
+#include "engine/core/log.h"
+#include "engine/cuda/check_impl.h"
+#include "engine/cuda/timing_impl.h"
+
+namespace tandem::cuda {
+namespace {
+
+cudaDataType_t lt_type(Dt t) { return t == Dt::kF32 ? CUDA_R_32F : CUDA_R_16F; }
+
+bool has_bias(LtEpilogue e) { return e == LtEpilogue::kBias || e == LtEpilogue::kReluBias; }
+
+cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
+  switch (e) {
+    case LtEpilogue::kNone: return CUBLASLT_EPILOGUE_DEFAULT;
+    case LtEpilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case LtEpilogue::kRelu: return CUBLASLT_EPILOGUE_RELU;
+    case LtEpilogue::kReluBias: return CUBLASLT_EPILOGUE_RELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The descriptors of one GEMM for m rows; destroyed unless released to a Gemm.
+struct Descs {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  Descs() = default;
+  Descs(const Descs&) = delete;
+  Descs& operator=(const Descs&) = delete;
+  ~Descs() {
+    if (desc != nullptr) (void)cublasLtMatmulDescDestroy(desc);
+    if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
+    if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
+    if (c != nullptr) (void)cublasLtMatrixLayoutDestroy(c);
+  }
+};
+
+template <class T>
+Status set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  TANDEM_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)));
+  return {};
+}
+
+template <class T>
+Status set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
+  TANDEM_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value)));
+  return {};
+}
+
+// Row-major out[m, n] = a[m, k] · w[n, k]ᵀ is column-major outᵀ[n, m] = op(W)[n, k] · aᵀ[k, m], with W
+// the weight read as a column-major k×n matrix (ld k) and transposed.
+Status make_descs(const GemmShape& s, uint32_t m, const float* bias, Descs& d) {
+  TANDEM_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&d.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(CUBLAS_OP_T)));
+  TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(CUBLAS_OP_N)));
+  TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(lt_epilogue(s.epilogue))));
+  if (has_bias(s.epilogue)) {
+    TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias)));
+    TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(CUDA_R_32F)));
+  }
+  TANDEM_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d.a, lt_type(s.ab), s.k, s.n, s.k));
+  TANDEM_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d.b, lt_type(s.ab), s.k, m, s.k));
+  TANDEM_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d.c, lt_type(s.out), s.n, m, s.n));
+  return {};
+}
+
+// No split-K and no reduction: a K split would sum in an order that depends on the tile count. An
+// algorithm whose configuration cannot be read is not trusted either.
+bool single_pass(const cublasLtMatmulAlgo_t& algo) {
+  int32_t splits = 1;
+  uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written) !=
+          CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme),
+                                           &written) != CUBLAS_STATUS_SUCCESS) {
+    return false;
+  }
+  return splits <= 1 && scheme == CUBLASLT_REDUCTION_SCHEME_NONE;
+}
+
+// Timed runs per candidate when a bucket picks the fastest bit-identical algorithm.
+constexpr int kTimedRuns = 7;
+
+struct Preference {
+  cublasLtMatmulPreference_t p = nullptr;
+  ~Preference() {
+    if (p != nullptr) (void)cublasLtMatmulPreferenceDestroy(p);
+  }
+};
+
+}  // namespace
+
+std::string GemmShape::describe() const {
+  const char* epi = "";
+  switch (epilogue) {
+    case LtEpilogue::kNone: epi = ""; break;
+    case LtEpilogue::kBias: epi = " bias"; break;
+    case LtEpilogue::kRelu: epi = " relu"; break;
+    case LtEpilogue::kReluBias: epi = " relu+bias"; break;
+  }
+  return fmt::format("k {} n {} {}->{} {}{}", k, n, dt_name(ab), dt_name(out), accumulate ? "add" : "set", epi);
+}
+
+Result<const std::vector<cublasLtMatmulAlgo_t>*> GemmAlgos::ranked(const GemmShape& shape, uint32_t rows,
+                                                                   const float* bias, int count) {
+  const auto key = std::make_tuple(shape, rows, count);
+  if (auto it = ranked_.find(key); it != ranked_.end()) return &it->second;
+  Descs d;
+  TANDEM_TRY(make_descs(shape, rows, bias, d));
+  std::vector<cublasLtMatmulAlgo_t> out;
+  // First ask for single-pass reductions only; if that filter leaves nothing, ask for everything and
+  // keep the single-pass ones (the filter's reading of a zero mask is not documented).
+  for (int attempt = 0; attempt < 2 && out.empty(); ++attempt) {
+    Preference pref;
+    TANDEM_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    TANDEM_TRY(set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(device_.workspace_bytes())));
+    if (attempt == 0 && !set_pref(pref.p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                  static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE))
+                             .ok()) {
+      continue;  // a mask cuBLASLt refuses: the unfiltered query below, filtered by single_pass
+    }
+    TANDEM_TRY(set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t{256}));
+    TANDEM_TRY(set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, kArenaAlignBytes));
+    TANDEM_TRY(set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, kArenaAlignBytes));
+    TANDEM_TRY(set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, kArenaAlignBytes));
+    std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(1, count)));
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(device_.lt(), d.desc, d.a, d.b, d.c, d.c, pref.p,
+                                                             static_cast<int>(results.size()), results.data(), &found);
+    // An epilogue cuBLASLt does not take with these types (e.g. an f32 bias on an f16 output) comes back
+    // as NOT_SUPPORTED or, on cuBLASLt 13, INVALID_VALUE: no ranking, so the caller runs it unfused.
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED ||
+        (st == CUBLAS_STATUS_INVALID_VALUE && shape.epilogue != LtEpilogue::kNone)) {
+      continue;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      return cublaslt_error(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__).context(shape.describe());
+    }
+    for (int i = 0; i < found; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      if (single_pass(results[i].algo)) out.push_back(results[i].algo);
+    }
+  }
+  return &ranked_.emplace(key, std::move(out)).first->second;
+}
+
+Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAlgo_t& reference,
+                                  const cublasLtMatmulAlgo_t& candidate, const void* w, const float* bias) {
+  std::string key = shape.describe();
+  key.append(reinterpret_cast<const char*>(&reference), sizeof(reference));  // INVARIANT: plain bytes
+  key.append(reinterpret_cast<const char*>(&candidate), sizeof(candidate));
+  if (auto it = same_.find(key); it != same_.end()) return it->second;
+  const uint32_t rows = kRankedRows;
+  Descs d;
+  TANDEM_TRY(make_descs(shape, rows, bias, d));
+  cublasLtMatmulHeuristicResult_t check{};
+  for (const cublasLtMatmulAlgo_t* algo : {&reference, &candidate}) {
+    if (cublasLtMatmulAlgoCheck(device_.lt(), d.desc, d.a, d.b, d.c, d.c, algo, &check) != CUBLAS_STATUS_SUCCESS) {
+      return same_[key] = false;
+    }
+  }
+  // Fixed noise for the input and (accumulating shapes) the output's prior contents.
+  const size_t a_count = size_t{rows} * shape.k, c_count = size_t{rows} * shape.n;
+  std::mt19937 rng(0x5eed);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  auto host_values = [&](size_t count, Dt type) {
+    std::vector<unsigned char> bytes(count * dt_size(type));
+    for (size_t i = 0; i < count; ++i) {
+      const float v = noise(rng);
+      if (type == Dt::kF32) {
+        std::memcpy(bytes.data() + 4 * i, &v, 4);
+      } else {
+        const uint16_t h = float_to_half(v);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+    }
+    return bytes;
+  };
+  const std::vector<unsigned char> a_host = host_values(a_count, shape.ab), c_host = host_values(c_count, shape.out);
+  TANDEM_ASSIGN(DeviceBuffer a, DeviceBuffer::make(a_host.size(), "a GEMM probe"));
+  TANDEM_ASSIGN(DeviceBuffer out1, DeviceBuffer::make(c_host.size(), "a GEMM probe"));
+  TANDEM_ASSIGN(DeviceBuffer out2, DeviceBuffer::make(c_host.size(), "a GEMM probe"));
+  const cudaStream_t s = device_.stream();
+  // INVARIANT: each probe buffer holds exactly the host bytes copied into it, sized for `rows` rows of
+  // the shape; everything runs in order on the backend's stream and is drained before the host reads.
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.data(), a_host.data(), a_host.size(), cudaMemcpyHostToDevice, s));
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(out1.data(), c_host.data(), c_host.size(), cudaMemcpyHostToDevice, s));
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(out2.data(), c_host.data(), c_host.size(), cudaMemcpyHostToDevice, s));
+  const float alpha = 1.0f, beta = shape.accumulate ? 1.0f : 0.0f;
+  TANDEM_CUBLASLT_CHECK(cublasLtMatmul(device_.lt(), d.desc, &alpha, w, d.a, a.data(), d.b, &beta, out1.data(), d.c,
+                                       out1.data(), d.c, &reference, device_.workspace(), device_.workspace_bytes(), s));
+  TANDEM_CUBLASLT_CHECK(cublasLtMatmul(device_.lt(), d.desc, &alpha, w, d.a, a.data(), d.b, &beta, out2.data(), d.c,
+                                       out2.data(), d.c, &candidate, device_.workspace(), device_.workspace_bytes(), s));
+  std::vector<unsigned char> r1(c_host.size()), r2(c_host.size());
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(r1.data(), out1.data(), r1.size(), cudaMemcpyDeviceToHost, s));
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(r2.data(), out2.data(), r2.size(), cudaMemcpyDeviceToHost, s));
+  TANDEM_TRY(device_.synchronize());
+  return same_[key] = r1 == r2;
+}
+
+Result<size_t> GemmAlgos::fastest(const GemmShape& shape, uint32_t m,
+                                  const std::vector<cublasLtMatmulAlgo_t>& candidates, bool bias) {
+  const auto key = std::make_pair(shape, m);
+  auto bytes = [](const cublasLtMatmulAlgo_t& a) {
+    return std::string(reinterpret_cast<const char*>(&a), sizeof(a));  // INVARIANT: plain bytes
+  };
+  if (auto it = fastest_.find(key); it != fastest_.end()) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (bytes(candidates[i]) == it->second) return i;
+    }
+  }
+  // Random operands of the real sizes: timing on zeros can flatter a kernel (METHOD.md).
+  std::mt19937 rng(0x7173);
+  TANDEM_ASSIGN(DeviceBuffer w, random_device_buffer(device_, size_t{shape.n} * shape.k, shape.ab, 0.03f, rng));
+  TANDEM_ASSIGN(DeviceBuffer a, random_device_buffer(device_, size_t{m} * shape.k, shape.ab, 1.0f, rng));
+  TANDEM_ASSIGN(DeviceBuffer c, random_device_buffer(device_, size_t{m} * shape.n, shape.out, 1.0f, rng));
+  TANDEM_ASSIGN(DeviceBuffer b, random_device_buffer(device_, shape.n, Dt::kF32, 0.1f, rng));
+  const GemmOperands ops{w.data(), a.data(), c.data(), bias ? b.as<const float>() : nullptr};
+  size_t best = 0;
+  double best_us = 0.0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    TANDEM_ASSIGN(const Gemm g, Gemm::with_algo(device_, shape, m, ops, candidates[i]));
+    TANDEM_ASSIGN(const double us, median_us(device_, [&] { return g.run(device_); }, kTimedRuns, 2));
+    if (i == 0 || us < best_us) {
+      best = i;
+      best_us = us;
+    }
+  }
+  fastest_[key] = bytes(candidates[best]);
+  return best;
+}
+
+Result<Gemm> Gemm::make(const Device& device, GemmAlgos& algos, const GemmShape& shape, uint32_t m,
+                        const GemmOperands& ops) {
+  TANDEM_ASSIGN(const std::vector<cublasLtMatmulAlgo_t>* ranking, algos.ranked(shape, kRankedRows, ops.bias));
+  Descs d;
+  TANDEM_TRY(make_descs(shape, m, ops.bias, d));
+  auto takes = [&](const cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulHeuristicResult_t check{};
+    return cublasLtMatmulAlgoCheck(device.lt(), d.desc, d.a, d.b, d.c, d.c, &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+           check.workspaceSize <= device.workspace_bytes();
+  };
+  Gemm g;
+  for (size_t i = 0; i < ranking->size() && g.rank_ < 0; ++i) {
+    if (!takes((*ranking)[i])) continue;
+    g.algo_ = (*ranking)[i];
+    g.rank_ = static_cast<int>(i);
+  }
+  if (g.rank_ < 0) {
+    return Error::make(ErrorKind::kUnsupported,
+                       "no split-K-free cuBLASLt algorithm ranked for {} takes {} rows ({} ranked)", shape.describe(),
+                       m, ranking->size());
+  }
+  if (g.rank_ > 0) {
+    log::info("cuBLASLt: {} at {} rows takes rank {} of the {}-row ranking", shape.describe(), m, g.rank_, kRankedRows);
+  }
+  if (algos.probe() && m != kRankedRows) {
+    // Candidates cuBLASLt ranks for this m that compute the reference's bits (the probe), best first.
+    // Timed buckets keep them all and run the fastest; the others stop at the first, or at the reference.
+    TANDEM_ASSIGN(const std::vector<cublasLtMatmulAlgo_t>* mine,
+                  algos.ranked(shape, m, ops.bias, kSearchCandidates));
+    const bool timed = algos.timed(m);
+    std::vector<cublasLtMatmulAlgo_t> same{g.algo_};
+    std::vector<int> place{-1};
+    for (size_t j = 0; j < mine->size(); ++j) {
+      const cublasLtMatmulAlgo_t& cand = (*mine)[j];
+      if (std::memcmp(&cand, &g.algo_, sizeof(cand)) == 0) {
+        if (timed) continue;
+        break;
+      }
+      if (!takes(cand)) continue;
+      TANDEM_ASSIGN(const bool bits, algos.same_bits(shape, g.algo_, cand, ops.w, ops.bias));
+      if (!bits) continue;
+      same.push_back(cand);
+      place.push_back(static_cast<int>(j));
+      if (!timed) break;
+    }
+    size_t pick = same.size() - 1;  // untimed: the first bit-identical one, else the reference
+    if (timed && same.size() > 1) {
+      TANDEM_ASSIGN(pick, algos.fastest(shape, m, same, ops.bias != nullptr));
+    }
+    g.algo_ = same[pick];
+    g.faster_ = place[pick];
+  }
+  g.reference_ = (*ranking)[static_cast<size_t>(g.rank_)];
+  g.shape_ = shape;
+  g.m_ = m;
+  g.ops_ = ops;
+  g.desc_ = std::exchange(d.desc, nullptr);
+  g.a_ = std::exchange(d.a, nullptr);
+  g.b_ = std::exchange(d.b, nullptr);
+  g.c_ = std::exchange(d.c, nullptr);
+  return g;
+}
+
+Result<Gemm> Gemm::with_algo(const Device& device, const GemmShape& shape, uint32_t m, const GemmOperands& ops,
+                             const cublasLtMatmulAlgo_t& algo) {
+  Descs d;
+  TANDEM_TRY(make_descs(shape, m, ops.bias, d));
+  cublasLtMatmulHeuristicResult_t check{};
+  TANDEM_CUBLASLT_CHECK(cublasLtMatmulAlgoCheck(device.lt(), d.desc, d.a, d.b, d.c, d.c, &algo, &check));
+  if (check.workspaceSize > device.workspace_bytes()) {
+    return Error::make(ErrorKind::kUnsupported, "{}: the algorithm needs {} B of workspace", shape.describe(),
+                       check.workspaceSize);
+  }
+  Gemm g;
+  g.algo_ = g.reference_ = algo;
+  g.shape_ = shape;
+  g.m_ = m;
+  g.ops_ = ops;
+  g.desc_ = std::exchange(d.desc, nullptr);
+  g.a_ = std::exchange(d.a, nullptr);
+  g.b_ = std::exchange(d.b, nullptr);
+  g.c_ = std::exchange(d.c, nullptr);
+  return g;
+}
+
+void Gemm::release() {
+  if (desc_ != nullptr) (void)cublasLtMatmulDescDestroy(desc_);
+  if (a_ != nullptr) (void)cublasLtMatrixLayoutDestroy(a_);
+  if (b_ != nullptr) (void)cublasLtMatrixLayoutDestroy(b_);
+  if (c_ != nullptr) (void)cublasLtMatrixLayoutDestroy(c_);
+  desc_ = nullptr;
+  a_ = b_ = c_ = nullptr;
+}
+
+Gemm::~Gemm() { release(); }
+
+Gemm::Gemm(Gemm&& o) noexcept
+    : shape_(o.shape_),
+      m_(o.m_),
+      ops_(o.ops_),
+      desc_(std::exchange(o.desc_, nullptr)),
+      a_(std::exchange(o.a_, nullptr)),
+      b_(std::exchange(o.b_, nullptr)),
+      c_(std::exchange(o.c_, nullptr)),
+      algo_(o.algo_),
+      reference_(o.reference_),
+      rank_(o.rank_),
+      faster_(o.faster_) {}
+
+Gemm& Gemm::operator=(Gemm&& o) noexcept {
+  if (this != &o) {
+    release();
+    shape_ = o.shape_;
+    m_ = o.m_;
+    ops_ = o.ops_;
+    desc_ = std::exchange(o.desc_, nullptr);
+    a_ = std::exchange(o.a_, nullptr);
+    b_ = std::exchange(o.b_, nullptr);
+    c_ = std::exchange(o.c_, nullptr);
+    algo_ = o.algo_;
+    reference_ = o.reference_;
+    rank_ = o.rank_;
+    faster_ = o.faster_;
+  }
+  return *this;
+}
+
+std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr, size_t bytes) -> std::string {
+    uint32_t v = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, bytes, &written) != CUBLAS_STATUS_SUCCESS) return "?";
+    return std::to_string(bytes == 2 ? (v & 0xffffu) : v);
+  };
+  // Names of the cublasLtMatmulTile_t values up to 35 (cublasLt.h): the rest print as numbers.
+  static const char* const kTiles[] = {"?",       "8x8",     "8x16",    "16x8",    "8x32",    "16x16",   "32x8",
+                                       "8x64",    "16x32",   "32x16",   "64x8",    "32x32",   "32x64",   "64x32",
+                                       "32x128",  "64x64",   "128x32",  "64x128",  "128x64",  "64x256",  "128x128",
+                                       "256x64",  "64x512",  "128x256", "256x128", "512x64",  "64x96",   "96x64",
+                                       "96x128",  "128x160", "160x128", "192x128", "128x192", "128x96",  "32x256",
+                                       "256x32"};
+  std::string tile = get(CUBLASLT_ALGO_CONFIG_TILE_ID, 4);
+  if (tile != "?" && std::stoul(tile) < std::size(kTiles)) tile = kTiles[std::stoul(tile)];
+  return fmt::format("id {} tile {} stages {} swizzle {} option {} cluster {}", get(CUBLASLT_ALGO_CONFIG_ID, 4), tile,
+                     get(CUBLASLT_ALGO_CONFIG_STAGES_ID, 4), get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4),
+                     get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4), get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2));
+}
+
+Status Gemm::run(const Device& device) const {
+  const float alpha = 1.0f, beta = shape_.accumulate ? 1.0f : 0.0f;
+  // INVARIANT: lowering sized every operand for m_ rows of this shape (w [n,k], a [m,k], out [m,n]) and
+  // the workspace is used by nothing else: every GEMM of the backend runs in order on its one stream.
+  TANDEM_CUBLASLT_CHECK(cublasLtMatmul(device.lt(), desc_, &alpha, ops_.w, a_, ops_.a, b_, &beta, ops_.out, c_,
+                                       ops_.out, c_, &algo_, device.workspace(), device.workspace_bytes(),
+                                       device.stream()));
+  return {};
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,128 @@
+// cuBLASLt GEMMs (scorer.md §3): out = a·wᵀ (+ bias, ReLU), FP32 compute, no split-K, with the
+// determinism rule that one reference algorithm per shape serves every bucket (or a faster one only
+// where a probe shows it gives exactly the same bits).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <compare>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/cuda/device_impl.h"
+#include "engine/cuda/types_impl.h"
+
+// outᵀ = w·aᵀ in column-major terms. The reference algorithm of a shape (k, n, types, accumulate,
+// epilogue) is the best of its ranking for kRankedRows rows that takes the bucket's m, so a row's bits
+// do not depend on the bucket. A bucket may use a candidate cuBLASLt ranks higher for its own m, but only
+// one that computes the reference's bits on a probe (kime 0.1.0's "faster bit-identical" rule).
+namespace tandem::cuda {
+
+inline constexpr uint32_t kRankedRows = 256;
+inline constexpr int kRankedCandidates = 8;   // asked for the reference ranking
+inline constexpr int kSearchCandidates = 16;  // asked for a bucket's own rows when looking for faster ones
+// Below this many rows a bucket times the bit-identical candidates and takes the fastest; above it the
+// first in cuBLASLt's order (large GEMMs run near peak on its pick, and timing them costs lowering time).
+inline constexpr uint32_t kTimedMaxRows = 2048;
+// Arena values are 16-float aligned (ir::kArenaAlign); weights and staging buffers come from cudaMalloc.
+inline constexpr uint32_t kArenaAlignBytes = 64;
+
+// Epilogues cuBLASLt applies exactly; GELU (erf) never goes here.
+enum class LtEpilogue : uint8_t { kNone, kBias, kRelu, kReluBias };
+
+struct GemmShape {
+  uint32_t k = 0, n = 0;
+  Dt ab = Dt::kF32;   // weight and input elements
+  Dt out = Dt::kF32;  // output elements (C and D)
+  bool accumulate = false;  // beta = 1: out += a·wᵀ
+  LtEpilogue epilogue = LtEpilogue::kNone;
+  friend auto operator<=>(const GemmShape&, const GemmShape&) = default;
+  std::string describe() const;  // "k 1024 n 3072 f16->f32 set bias"
+};
+
+// Ranked candidates per shape for one device, shared by every plan of a backend.
+class GemmAlgos {
+ public:
+  // probe = false keeps every bucket on the reference algorithm (TANDEM_CUDA_GEMM_PROBE=0); with it,
+  // buckets of up to timed_max_rows rows time their bit-identical candidates (0: none are timed).
+  GemmAlgos(const Device& device, bool probe, uint32_t timed_max_rows = 0)
+      : device_(device), probe_(probe), timed_max_rows_(timed_max_rows) {}
+  // The heuristic's split-K-free candidates for `rows` rows among its best `count`, best first
+  // (memoised). Empty when there is none (the caller may drop the epilogue). `bias` only tells cuBLASLt
+  // its alignment.
+  Result<const std::vector<cublasLtMatmulAlgo_t>*> ranked(const GemmShape& shape, uint32_t rows, const float* bias,
+                                                          int count = kRankedCandidates);
+  // Whether `candidate` computes exactly the bits of `reference`: both run kRankedRows rows of fixed
+  // noise against the real weight (memoised per shape and pair).
+  Result<bool> same_bits(const GemmShape& shape, const cublasLtMatmulAlgo_t& reference,
+                         const cublasLtMatmulAlgo_t& candidate, const void* w, const float* bias);
+  // The fastest of `candidates` (all computing the same bits) for m rows, timed on random operands;
+  // memoised per shape and m, so every plan of the backend runs the same one.
+  Result<size_t> fastest(const GemmShape& shape, uint32_t m, const std::vector<cublasLtMatmulAlgo_t>& candidates,
+                         bool bias);
+  bool probe() const { return probe_; }
+  bool timed(uint32_t m) const { return m <= timed_max_rows_; }
+  // Records that a shape's epilogue runs in a kernel instead; true the first time (to log it once).
+  bool note_unfused(const GemmShape& shape) { return unfused_.insert(shape).second; }
+
+ private:
+  const Device& device_;
+  bool probe_;
+  uint32_t timed_max_rows_;
+  std::map<std::tuple<GemmShape, uint32_t, int>, std::vector<cublasLtMatmulAlgo_t>> ranked_;
+  std::map<std::pair<GemmShape, uint32_t>, std::string> fastest_;  // the chosen algorithm's bytes
+  std::map<std::string, bool> same_;  // shape and the two algorithms' bytes
+  std::set<GemmShape> unfused_;
+};
+
+struct GemmOperands {
+  const void* w = nullptr;     // [n, k] of shape.ab
+  const void* a = nullptr;     // [m, k] of shape.ab
+  void* out = nullptr;         // [m, n] of shape.out
+  const float* bias = nullptr; // [n] f32, for the bias epilogues
+};
+
+// One GEMM of a plan: descriptors for the bucket's m rows and the algorithm chosen for them.
+class Gemm {
+ public:
+  static Result<Gemm> make(const Device& device, GemmAlgos& algos, const GemmShape& shape, uint32_t m,
+                           const GemmOperands& ops);
+  // A GEMM on a given algorithm (the benchmark's study of candidates); fails when it cannot take m rows.
+  static Result<Gemm> with_algo(const Device& device, const GemmShape& shape, uint32_t m, const GemmOperands& ops,
+                                const cublasLtMatmulAlgo_t& algo);
+  ~Gemm();
+  Gemm(Gemm&& other) noexcept;
+  Gemm& operator=(Gemm&& other) noexcept;
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Enqueues the GEMM on the device stream (also while a graph is being captured).
+  Status run(const Device& device) const;
+  const GemmShape& shape() const { return shape_; }
+  uint32_t m() const { return m_; }
+  int rank() const { return rank_; }      // the reference's place in the kRankedRows ranking
+  int faster() const { return faster_; }  // the place in the m ranking of the bit-identical one used, or -1
+  const cublasLtMatmulAlgo_t& algo() const { return algo_; }            // the one it runs
+  const cublasLtMatmulAlgo_t& reference() const { return reference_; }  // the shape's reference
+
+ private:
+  Gemm() = default;
+  void release();
+  GemmShape shape_;
+  uint32_t m_ = 0;
+  GemmOperands ops_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{}, reference_{};
+  int rank_ = -1;
+  int faster_ = -1;
+};
+
+// "id 21 tile 128x128 stages 128x4 swizzle 0 option 0 cluster 2x1x1": the algorithm's configuration.
+std::string describe_algo(const cublasLtMatmulAlgo_t& algo);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,74 @@
+// The list of every kernel entry (scorer.md §3): its extern "C" name in kernels/*.cu, the argument pack
+// it takes (kernels/args.cuh) and its file. Module loading fails naming any entry NVRTC did not produce;
+// launches check that the pack they pass is the one the entry takes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <variant>
+
+#include "kernels/args.cuh"
+
+// X(entry, args, file)
+#define TANDEM_CUDA_KERNELS(X)                                  \
+  X(embed_f32_f32, EmbedArgs, "embed.cu")                       \
+  X(layer_norm_f32_f32, LayerNormArgs, "layer_norm.cu")         \
+  X(layer_norm_f32_f16, LayerNormArgs, "layer_norm.cu")         \
+  X(layer_norm_f16_f32, LayerNormArgs, "layer_norm.cu")         \
+  X(layer_norm_f16_f16, LayerNormArgs, "layer_norm.cu")         \
+  X(bias_act_f32_f32, BiasActArgs, "bias_act.cu")               \
+  X(bias_act_f16_f16, BiasActArgs, "bias_act.cu")               \
+  X(cast_f32_f16, CastArgs, "cast.cu")                          \
+  X(rope_f32_f32, RopeArgs, "rope.cu")                          \
+  X(rope_f16_f16, RopeArgs, "rope.cu")                          \
+  X(attention_f32_f32, AttentionArgs, "attention.cu")           \
+  X(attention_f32_f16, AttentionArgs, "attention.cu")           \
+  X(attention_f16_f32, AttentionArgs, "attention.cu")           \
+  X(attention_f16_f16, AttentionArgs, "attention.cu")           \
+  X(attention_tc_f32_f32, AttentionArgs, "attention_tc.cu")     \
+  X(attention_tc_f32_f16, AttentionArgs, "attention_tc.cu")     \
+  X(attention_tc2_f32_f32, AttentionArgs, "attention_tc2.cu")   \
+  X(attention_tc2_f32_f16, AttentionArgs, "attention_tc2.cu")   \
+  X(attention_tc2s_f32_f16, AttentionArgs, "attention_tc2.cu")  \
+  X(geglu_f32_f32, GegluArgs, "geglu.cu")                       \
+  X(geglu_f32_f16, GegluArgs, "geglu.cu")                       \
+  X(geglu_f16_f32, GegluArgs, "geglu.cu")                       \
+  X(geglu_f16_f16, GegluArgs, "geglu.cu")                       \
+  X(add_type_f32_f32, AddTypeArgs, "add_type.cu")               \
+  X(gather_markers_f32_f32, GatherArgs, "gather_markers.cu")    \
+  X(gather_markers_f32_f16, GatherArgs, "gather_markers.cu")    \
+  X(gather_markers_f16_f32, GatherArgs, "gather_markers.cu")    \
+  X(gather_markers_f16_f16, GatherArgs, "gather_markers.cu")    \
+  X(act_features_f32_f32, ActFeaturesArgs, "act_features.cu")
+
+namespace tandem::cuda {
+
+// Named as the entries are, so a grep finds both.
+enum class KernelId : uint16_t {
+#define TANDEM_CUDA_KERNEL_ID(entry, args, file) entry,
+  TANDEM_CUDA_KERNELS(TANDEM_CUDA_KERNEL_ID)
+#undef TANDEM_CUDA_KERNEL_ID
+};
+inline constexpr size_t kKernelCount = 0
+#define TANDEM_CUDA_KERNEL_COUNT(entry, args, file) +1
+    TANDEM_CUDA_KERNELS(TANDEM_CUDA_KERNEL_COUNT)
+#undef TANDEM_CUDA_KERNEL_COUNT
+    ;
+
+// Every argument pack, in one variant: a recorded launch holds one.
+using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kernels::BiasActArgs, kernels::CastArgs,
+                                kernels::RopeArgs, kernels::AttentionArgs, kernels::GegluArgs, kernels::AddTypeArgs,
+                                kernels::GatherArgs, kernels::ActFeaturesArgs>;
+
+struct KernelInfo {
+  const char* entry;
+  const char* file;
+  size_t args_index;  // the KernelArgs alternative the entry takes
+};
+const KernelInfo& kernel_info(KernelId id);
+
+// Dynamic shared memory the entry's launches take (0 for most); above 48 KB the module loader raises
+// the kernel's limit once (cudaFuncSetAttribute).
+uint32_t kernel_dynamic_smem(KernelId id);
+
+}  // namespace tandem::cuda

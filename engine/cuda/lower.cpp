@@ -1,0 +1,433 @@
+// Lowering a graph for one bucket (scorer.md §2-3): element types, the arena, every buffer the plan
+// needs, one step per op (RoPE fused into the attention that follows it, GEMM epilogues into cuBLASLt
+// where exact), a validation pass over the launches, then the CUDA graph.
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "engine/core/log.h"
+#include "engine/cuda/check_impl.h"
+#include "engine/cuda/plan_impl.h"
+#include "engine/ir/layout.h"
+
+namespace tandem::cuda {
+
+class Lowering {
+ public:
+  Lowering(const Device& device, GemmAlgos& algos, const CudaWeights& weights, const ir::Graph& graph,
+           ir::Bucket bucket, CudaPlan& plan)
+      : device_(device), algos_(algos), weights_(weights), graph_(graph), bucket_(bucket), plan_(plan) {}
+
+  Status run();
+
+ private:
+  Status allocate();
+  Status build_rope_tables();
+  Status lower_op(size_t i, const ir::Op& op);
+  Status lower_gemm(size_t i, const ir::Gemm& op);
+  // Index past the Rope ops starting at i that the attention after them absorbs; i when not fusable.
+  size_t fused_ropes(size_t i, float* theta) const;
+  Status validate_launches();
+  CudaAttention attention_path() const;
+
+  Result<Loc> loc(ir::Val v) const;
+  Result<const DeviceTensor*> tensor(ir::WeightId id) const;
+  Result<const float*> f32_weight(ir::WeightId id) const;
+  Result<const float*> bias(const std::optional<ir::WeightId>& id) const;
+  std::string label(size_t i, const ir::Op& op) const;
+  Status add(Result<KernelStep> step, std::string label);
+
+  const Device& device_;
+  GemmAlgos& algos_;
+  const CudaWeights& weights_;
+  const ir::Graph& graph_;
+  const ir::Bucket bucket_;
+  CudaPlan& plan_;
+  std::vector<Dt> types_;
+  ir::Layout layout_;
+  StepContext ctx_;
+  std::map<std::pair<uint32_t, uint32_t>, RopeTable> ropes_;  // (theta bits, half) -> tables
+  size_t stage_bytes_ = 0;
+};
+
+Result<Loc> Lowering::loc(ir::Val v) const {
+  if (v.index >= graph_.vals.size() || layout_.offset[v.index] == ir::kNotPlaced) {
+    return Error::make(ErrorKind::kInternal, "value #{} has no place in the arena", v.index);
+  }
+  const ir::ValInfo& info = graph_.info(v);
+  Loc l;
+  // INVARIANT: layout() placed the value at offset floats with room for rows(bucket) · width elements of
+  // its type (FP16 values were laid out at half width), inside an arena of layout_.len floats.
+  l.ptr = plan_.arena_.as<float>() + layout_.offset[v.index];
+  l.rows = info.rows;
+  l.width = info.width;
+  l.type = types_[v.index];
+  l.name = info.name;
+  return l;
+}
+
+Result<const DeviceTensor*> Lowering::tensor(ir::WeightId id) const {
+  const std::string name = graph_.weight(id).name();
+  const DeviceTensor* t = weights_.find(name);
+  if (t == nullptr) return Error::make(ErrorKind::kNotFound, "weight {} was not uploaded for this graph", name);
+  if (t->shape != graph_.weight(id).shape) {
+    return Error::make(ErrorKind::kShape, "weight {} was uploaded as {}, the graph needs {}", name,
+                       shape_string(t->shape), shape_string(graph_.weight(id).shape));
+  }
+  return t;
+}
+
+Result<const float*> Lowering::f32_weight(ir::WeightId id) const {
+  TANDEM_ASSIGN(const DeviceTensor* t, tensor(id));
+  if (t->f32.data() == nullptr) {
+    return Error::make(ErrorKind::kInternal, "weight {} has no FP32 copy on the device", graph_.weight(id).name());
+  }
+  return t->f32.as<const float>();
+}
+
+Result<const float*> Lowering::bias(const std::optional<ir::WeightId>& id) const {
+  if (!id) return static_cast<const float*>(nullptr);
+  return f32_weight(*id);
+}
+
+std::string Lowering::label(size_t i, const ir::Op& op) const {
+  std::string out = fmt::format("op {} {}", i, ir::op_name(op));
+  const ir::Uses u = ir::uses(op);
+  if (!u.writes.empty()) out += fmt::format(" '{}'", graph_.info(u.writes.front()).name);
+  return out;
+}
+
+Status Lowering::add(Result<KernelStep> step, std::string label) {
+  if (!step.ok()) return std::move(step).error().context(label);
+  step->label = std::move(label);
+  plan_.steps_.emplace_back(std::move(step).value());
+  return {};
+}
+
+Status Lowering::allocate() {
+  const size_t arena_bytes = layout_.len * sizeof(float);
+  const std::string where = "the plan of bucket " + ir::to_string(bucket_);
+  TANDEM_ASSIGN(plan_.arena_, DeviceBuffer::make(arena_bytes, "the arena of " + where));
+  if (arena_bytes > 0) {
+    // Padding rows are never read as data, but zeros keep GEMMs over them free of stale NaNs.
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(plan_.arena_.data(), 0, arena_bytes, device_.stream()));
+  }
+  plan_.index_ = IndexLayout::for_bucket(bucket_);
+  plan_.tiers_ = gemm_tiers(bucket_.tokens, plan_.options_.tier_min_tokens);
+  const size_t index_bytes = plan_.index_.words * sizeof(uint32_t);
+  TANDEM_ASSIGN(plan_.index_dev_, DeviceBuffer::make(index_bytes, "the index buffer of " + where));
+  TANDEM_ASSIGN(plan_.index_host_, PinnedBuffer::make(index_bytes, "the index buffer of " + where));
+  std::memset(plan_.index_host_.data(), 0, index_bytes);
+
+  // FP16 staging for GEMMs whose input is FP32 but whose weights are FP16: the largest one.
+  for (const ir::Op& op : graph_.ops) {
+    const auto* g = std::get_if<ir::Gemm>(&op);
+    if (g == nullptr || weights_.precision() != ir::Precision::kF16 || types_[g->a.index] != Dt::kF32) continue;
+    const ir::ValInfo& a = graph_.info(g->a);
+    stage_bytes_ = std::max(stage_bytes_, size_t{bucket_.rows(a.rows)} * a.width * 2);
+  }
+  TANDEM_ASSIGN(plan_.stage_, DeviceBuffer::make(stage_bytes_, "the FP16 staging buffer of " + where));
+
+  size_t out_floats = 0;
+  for (const ir::Output& o : graph_.outputs) {
+    out_floats += size_t{bucket_.rows(graph_.info(o.val).rows)} * graph_.info(o.val).width;
+  }
+  TANDEM_ASSIGN(plan_.out_host_, PinnedBuffer::make(out_floats * sizeof(float), "the outputs of " + where));
+
+  const auto base = static_cast<const unsigned*>(plan_.index_dev_.data());
+  const IndexLayout& l = plan_.index_;
+  ctx_.bucket = bucket_;
+  ctx_.ix = index_pointers(l, base);
+  ctx_.tiles_max = l.tiles_max;
+  ctx_.sms = static_cast<uint32_t>(std::max(1, device_.info().sms));
+  ctx_.attention = attention_path();
+  return {};
+}
+
+CudaAttention Lowering::attention_path() const {
+  // Tensor cores keep about 22 bits: FP16 plans only, and mma.sync m16n8k16 / cp.async need sm_80.
+  if (weights_.precision() != ir::Precision::kF16 || device_.info().cc_major < 8) return CudaAttention::kSimt;
+  const CudaAttention want = plan_.options_.attention;
+  const bool tc2 = want == CudaAttention::kTc2 || want == CudaAttention::kTc2Split;
+  if (tc2 && !(plan_.modules_->launchable(KernelId::attention_tc2_f32_f32) &&
+               plan_.modules_->launchable(KernelId::attention_tc2_f32_f16) &&
+               plan_.modules_->launchable(KernelId::attention_tc2s_f32_f16))) {
+    return CudaAttention::kTc;  // the device cannot give tc2 its shared memory
+  }
+  return want;
+}
+
+Status Lowering::build_rope_tables() {
+  std::set<std::pair<uint32_t, uint32_t>> keys;
+  for (const ir::Op& op : graph_.ops) {
+    if (const auto* r = std::get_if<ir::Rope>(&op); r != nullptr && r->head_dim % 2 == 0 && r->head_dim > 0) {
+      uint32_t bits;
+      std::memcpy(&bits, &r->theta, sizeof(bits));
+      keys.insert({bits, r->head_dim / 2});
+    }
+  }
+  if (keys.empty()) return {};
+  const uint32_t positions = std::max(1u, bucket_.tokens);  // scorer rows sit at positions < bucket tokens
+  size_t floats = 0;
+  for (const auto& k : keys) floats += size_t{2} * positions * k.second;
+  TANDEM_ASSIGN(plan_.rope_, DeviceBuffer::make(floats * sizeof(float), "RoPE tables"));
+  float* at = plan_.rope_.as<float>();
+  for (const auto& [bits, half] : keys) {
+    float theta;
+    std::memcpy(&theta, &bits, sizeof(theta));
+    const std::vector<float> table = rope_table(theta, half, positions);
+    // INVARIANT: `at` advances by the table's size within the floats counted above. The copy is ordered
+    // before every step on the backend's stream, and drained before the host table goes away.
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(at, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                      device_.stream()));
+    TANDEM_TRY(device_.synchronize());
+    ropes_[{bits, half}] = RopeTable{at, at + size_t{positions} * half};
+    at += table.size();
+  }
+  return {};
+}
+
+size_t Lowering::fused_ropes(size_t i, float* theta) const {
+  const auto& first = std::get<ir::Rope>(graph_.ops[i]);
+  size_t j = i;
+  while (j < graph_.ops.size() && std::holds_alternative<ir::Rope>(graph_.ops[j]) &&
+         std::get<ir::Rope>(graph_.ops[j]).x == first.x) {
+    ++j;
+  }
+  if (j >= graph_.ops.size()) return i;
+  const auto* att = std::get_if<ir::Attention>(&graph_.ops[j]);
+  if (att == nullptr || att->qkv != first.x || att->head_dim != kernels::kHeadDim) return i;
+  // The ropes must rotate exactly q's and k's heads (slots [0, 2H) of 64 columns), once each, alike.
+  std::vector<bool> covered(2 * att->heads, false);
+  for (size_t r = i; r < j; ++r) {
+    const auto& rope = std::get<ir::Rope>(graph_.ops[r]);
+    if (rope.head_dim != kernels::kHeadDim || rope.col % kernels::kHeadDim != 0 || rope.theta != first.theta) {
+      return i;
+    }
+    for (uint32_t h = rope.col / kernels::kHeadDim; h < rope.col / kernels::kHeadDim + rope.heads; ++h) {
+      if (h >= covered.size() || covered[h]) return i;
+      covered[h] = true;
+    }
+  }
+  for (bool c : covered) {
+    if (!c) return i;
+  }
+  // Fusing leaves qkv unrotated in memory: nothing after the attention may read it.
+  for (size_t k = j + 1; k < graph_.ops.size(); ++k) {
+    for (ir::Val v : ir::uses(graph_.ops[k]).reads) {
+      if (v == first.x) return i;
+    }
+  }
+  for (const ir::Output& o : graph_.outputs) {
+    if (o.val == first.x) return i;
+  }
+  *theta = first.theta;
+  return j;
+}
+
+Status Lowering::lower_gemm(size_t i, const ir::Gemm& op) {
+  const std::string where = label(i, ir::Op(op));
+  TANDEM_ASSIGN(const Loc a, loc(op.a));
+  TANDEM_ASSIGN(const Loc out, loc(op.out));
+  TANDEM_ASSIGN(const DeviceTensor* w, tensor(op.w));
+  TANDEM_ASSIGN(const float* b, bias(op.b));
+  if (a.rows != out.rows || w->shape.size() != 2 || w->shape[0] != out.width || w->shape[1] != a.width) {
+    return Error::make(ErrorKind::kShape, "{}: weight {} is {} for {} to {}", where, graph_.weight(op.w).name(),
+                       shape_string(w->shape), a.describe(), out.describe());
+  }
+  const uint32_t m = bucket_.rows(a.rows);
+  if (m == 0) return {};
+  GemmShape shape;
+  shape.k = a.width;
+  shape.n = out.width;
+  shape.out = out.type;
+  GemmOperands ops;
+  ops.out = out.ptr;
+  ops.bias = b;
+  ops.a = a.ptr;
+  if (weights_.precision() == ir::Precision::kF16) {
+    shape.ab = Dt::kF16;
+    ops.w = w->f16.data();
+    if (a.type == Dt::kF32) {
+      TANDEM_TRY(add(cast_step(ctx_, a, plan_.stage_.data()), where + " (FP16 copy of its input)"));
+      ops.a = plan_.stage_.data();
+    }
+  } else {
+    shape.ab = Dt::kF32;
+    ops.w = w->f32.data();
+    if (a.type != Dt::kF32) return Error::make(ErrorKind::kInternal, "{}: FP16 input in an FP32 plan", where);
+  }
+  if (ops.w == nullptr) return Error::make(ErrorKind::kInternal, "{}: weight without a {} copy", where, dt_name(shape.ab));
+
+  unsigned act = kernels::kActNone;
+  switch (op.epilogue) {
+    case ir::Epilogue::kNone: shape.epilogue = b ? LtEpilogue::kBias : LtEpilogue::kNone; break;
+    case ir::Epilogue::kRelu:
+      shape.epilogue = b ? LtEpilogue::kReluBias : LtEpilogue::kRelu;
+      act = kernels::kActRelu;
+      break;
+    case ir::Epilogue::kGelu:  // cuBLASLt's GELU is the tanh form: exact erf runs in bias_act instead
+      shape.epilogue = LtEpilogue::kNone;
+      act = kernels::kActGelu;
+      break;
+    case ir::Epilogue::kAccumulate:
+      shape.accumulate = true;
+      shape.epilogue = b ? LtEpilogue::kBias : LtEpilogue::kNone;
+      break;
+  }
+  bool fused = shape.epilogue != LtEpilogue::kNone;
+  TANDEM_ASSIGN(const auto* ranking, algos_.ranked(shape, kRankedRows, b));
+  if (ranking->empty() && fused) {
+    if (algos_.note_unfused(shape)) {
+      log::info("cuBLASLt has no algorithm for {}; its bias and activation run in bias_act", shape.describe());
+    }
+    shape.epilogue = LtEpilogue::kNone;
+    fused = false;
+  }
+  // Token-row GEMMs get one Gemm per row tier (each follows the determinism rule on its own); the
+  // others run the bucket's rows in every tier.
+  GemmStep step;
+  step.label = where;
+  const std::vector<uint32_t> rows = a.rows == ir::Rows::kTokens ? plan_.tiers_ : std::vector<uint32_t>{m};
+  for (uint32_t r : rows) {
+    auto gemm = Gemm::make(device_, algos_, shape, r, ops);
+    if (!gemm.ok()) return std::move(gemm).error().context(fmt::format("{} at {} rows", where, r));
+    plan_.gemms_.push_back(std::move(gemm).value());
+    step.gemm.push_back(plan_.gemms_.size() - 1);
+  }
+  plan_.steps_.emplace_back(std::move(step));
+  const bool needs_kernel = act == kernels::kActGelu || (!fused && (b != nullptr || act != kernels::kActNone));
+  if (needs_kernel) {
+    TANDEM_TRY(add(bias_act_step(ctx_, out, fused ? nullptr : b, act), where + " (bias and activation)"));
+  }
+  return {};
+}
+
+Status Lowering::lower_op(size_t i, const ir::Op& op) {
+  const std::string where = label(i, op);
+  if (const auto* o = std::get_if<ir::Embed>(&op)) {
+    TANDEM_ASSIGN(const Loc out, loc(o->out));
+    TANDEM_ASSIGN(const float* table, f32_weight(o->table));
+    return add(embed_step(ctx_, out, table, graph_.weight(o->table).shape[0]), where);
+  }
+  if (const auto* o = std::get_if<ir::LayerNorm>(&op)) {
+    TANDEM_ASSIGN(const Loc x, loc(o->x));
+    TANDEM_ASSIGN(const Loc out, loc(o->out));
+    TANDEM_ASSIGN(const float* w, f32_weight(o->w));
+    TANDEM_ASSIGN(const float* b, bias(o->b));
+    return add(layer_norm_step(ctx_, x, out, w, b, o->eps), where);
+  }
+  if (const auto* o = std::get_if<ir::Gemm>(&op)) return lower_gemm(i, *o);
+  if (const auto* o = std::get_if<ir::Rope>(&op)) {
+    TANDEM_ASSIGN(const Loc x, loc(o->x));
+    uint32_t bits;
+    std::memcpy(&bits, &o->theta, sizeof(bits));
+    return add(rope_step(ctx_, x, *o, ropes_.at({bits, o->head_dim / 2})), where);
+  }
+  if (const auto* o = std::get_if<ir::Attention>(&op)) {
+    TANDEM_ASSIGN(const Loc qkv, loc(o->qkv));
+    TANDEM_ASSIGN(const Loc out, loc(o->out));
+    return add(attention_step(ctx_, qkv, out, *o, nullptr), where);
+  }
+  if (const auto* o = std::get_if<ir::GeGlu>(&op)) {
+    TANDEM_ASSIGN(const Loc x, loc(o->x));
+    TANDEM_ASSIGN(const Loc out, loc(o->out));
+    return add(geglu_step(ctx_, x, out), where);
+  }
+  if (const auto* o = std::get_if<ir::AddType>(&op)) {
+    TANDEM_ASSIGN(const Loc h, loc(o->h));
+    TANDEM_ASSIGN(const float* table, f32_weight(o->table));
+    return add(add_type_step(ctx_, h, table), where);
+  }
+  if (const auto* o = std::get_if<ir::GatherMarkers>(&op)) {
+    TANDEM_ASSIGN(const Loc h, loc(o->h));
+    TANDEM_ASSIGN(const Loc out, loc(o->out));
+    return add(gather_step(ctx_, h, out), where);
+  }
+  if (const auto* o = std::get_if<ir::ActFeatures>(&op)) {
+    TANDEM_ASSIGN(const Loc h, loc(o->h));
+    TANDEM_ASSIGN(const Loc logits, loc(o->logits));
+    TANDEM_ASSIGN(const Loc out, loc(o->out));
+    return add(act_features_step(ctx_, h, logits, out), where);
+  }
+  return Error::make(ErrorKind::kUnsupported, "{}: the CUDA backend does not run {} (no decoder ops on CUDA)", where,
+                     ir::op_name(op));
+}
+
+Status Lowering::validate_launches() {
+  // Every step once with all real counts 0 (the header is zero): kernels return at once, so this
+  // checks each launch's configuration and names the step that the driver rejects. The top tier's
+  // GEMMs stand for the others (they differ in rows only).
+  TANDEM_TRY(plan_.enqueue(true, plan_.tiers_.size() - 1));
+  TANDEM_CUDA_CHECK(cudaStreamSynchronize(device_.stream()));
+  return {};
+}
+
+Status Lowering::run() {
+  TANDEM_TRY(device_.activate());
+  for (size_t i = 0; i < graph_.ops.size(); ++i) {  // refuse unsupported graphs before allocating
+    const ir::Op& op = graph_.ops[i];
+    if (std::holds_alternative<ir::RmsNorm>(op) || std::holds_alternative<ir::SwiGlu>(op) ||
+        std::holds_alternative<ir::HeadRmsNorm>(op) || std::holds_alternative<ir::CacheAppend>(op) ||
+        std::holds_alternative<ir::CacheAttention>(op) || std::holds_alternative<ir::Input>(op) ||
+        std::holds_alternative<ir::Tap>(op) || std::holds_alternative<ir::DynConv>(op)) {
+      return Error::make(ErrorKind::kUnsupported, "{}: the CUDA backend does not run {} (decoder ops are CPU only)",
+                         label(i, op), ir::op_name(op));
+    }
+  }
+  types_ = value_types(graph_, weights_.precision());
+  // The arena is laid out in floats; an FP16 value needs half the floats of its width, so the layout
+  // sees those values at half width (rounded up) and they take half-size slots.
+  ir::Graph sized = graph_;
+  for (size_t v = 0; v < sized.vals.size(); ++v) {
+    if (types_[v] == Dt::kF16) sized.vals[v].width = (sized.vals[v].width + 1) / 2;
+  }
+  layout_ = ir::layout(sized, [&](ir::Rows r) { return size_t{bucket_.rows(r)}; });
+  TANDEM_TRY(allocate());
+  TANDEM_TRY(build_rope_tables());
+  for (size_t i = 0; i < graph_.ops.size();) {
+    float theta = 0.0f;
+    if (std::holds_alternative<ir::Rope>(graph_.ops[i])) {
+      const size_t j = fused_ropes(i, &theta);
+      if (j != i) {
+        const auto& att = std::get<ir::Attention>(graph_.ops[j]);
+        TANDEM_ASSIGN(const Loc qkv, loc(att.qkv));
+        TANDEM_ASSIGN(const Loc out, loc(att.out));
+        uint32_t bits;
+        std::memcpy(&bits, &theta, sizeof(bits));
+        const RopeTable& table = ropes_.at({bits, kernels::kHeadDim / 2});
+        TANDEM_TRY(add(attention_step(ctx_, qkv, out, att, &table), label(j, graph_.ops[j]) + " (rope fused)"));
+        i = j + 1;
+        continue;
+      }
+    }
+    TANDEM_TRY(lower_op(i, graph_.ops[i]));
+    ++i;
+  }
+  size_t host = 0;
+  for (const ir::Output& o : graph_.outputs) {
+    TANDEM_ASSIGN(const Loc l, loc(o.val));
+    if (l.type != Dt::kF32) return Error::make(ErrorKind::kInternal, "output {} is not FP32", o.name);
+    plan_.outputs_.push_back({static_cast<const float*>(l.ptr), host, l.rows, l.width});
+    host += size_t{bucket_.rows(l.rows)} * l.width;
+  }
+  TANDEM_TRY(validate_launches());
+  if (plan_.options_.graphs) TANDEM_TRY(plan_.capture());
+  return {};
+}
+
+Result<std::unique_ptr<CudaPlan>> lower_plan(const Device& device, const KernelModules& modules, GemmAlgos& algos,
+                                             const CudaWeights& weights, const ir::Graph& graph, ir::Bucket bucket,
+                                             const PlanOptions& options) {
+  std::unique_ptr<CudaPlan> plan(new CudaPlan());
+  plan->device_ = &device;
+  plan->modules_ = &modules;
+  plan->options_ = options;
+  plan->bucket_ = bucket;
+  Lowering lowering(device, algos, weights, graph, bucket, *plan);
+  auto st = lowering.run();
+  if (!st.ok()) return std::move(st).error().context("lowering for bucket " + ir::to_string(bucket));
+  return plan;
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,97 @@
+// A graph lowered for one bucket on one GPU (scorer.md §3): arena, staging, RoPE tables, index and
+// output buffers, the step list and its CUDA graph. All allocation happens at lowering; a warm run fills
+// the pinned index, launches the graph, waits, and copies the real rows out.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/cuda/buffer_impl.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/gemm_impl.h"
+#include "engine/cuda/index_impl.h"
+#include "engine/cuda/modules_impl.h"
+#include "engine/cuda/steps_impl.h"
+#include "engine/cuda/weights_impl.h"
+
+namespace tandem::cuda {
+
+struct PlanOptions {
+  bool graphs = true;       // capture the steps as one CUDA graph (one per GEMM row tier)
+  bool sync_steps = false;  // without graphs: synchronize after every step and name the one that fails
+  CudaAttention attention = CudaAttention::kTc2;  // for FP16 plans on sm_80+ (cuda_backend.h)
+  uint32_t tier_min_tokens = 0;  // buckets of at least this many tokens get GEMM row tiers; 0: none
+};
+
+// The token rows of a plan's GEMM tiers, ascending, the last the bucket's tokens: steps of an eighth of
+// the bucket rounded up to a multiple of 64 when tokens >= min_tokens > 0, else one tier.
+std::vector<uint32_t> gemm_tiers(uint32_t tokens, uint32_t min_tokens);
+
+struct StepTime {
+  std::string label;
+  float ms = 0.0f;
+};
+
+class CudaPlan final : public ir::Plan {
+ public:
+  ~CudaPlan() override;
+  ir::Bucket bucket() const override { return bucket_; }
+  size_t bytes() const override;  // device memory: arena, staging, RoPE tables, index
+
+  Status run(const ir::Batch& batch, ir::Outputs& out);
+  // Each step's device time for the batch (profile.cpp): the steps captured in a graph with an event
+  // between every two and replayed (in_graph), or launched one at a time from the host between events
+  // (then short steps also carry the host's launch time).
+  Result<std::vector<StepTime>> profile(const ir::Batch& batch, bool in_graph);
+
+  bool captured() const { return !execs_.empty(); }
+  size_t arena_bytes() const { return arena_.bytes(); }
+  const std::vector<Gemm>& gemms() const { return gemms_; }  // every tier's
+  const std::vector<Step>& steps() const { return steps_; }
+  // GEMM row tiers (gemm_tiers) and the one a batch of `tokens` tokens runs in.
+  const std::vector<uint32_t>& tiers() const { return tiers_; }
+  size_t tier_for(uint32_t tokens) const;
+
+ private:
+  friend class Lowering;
+  friend Result<std::unique_ptr<CudaPlan>> lower_plan(const Device&, const KernelModules&, GemmAlgos&,
+                                                      const CudaWeights&, const ir::Graph&, ir::Bucket,
+                                                      const PlanOptions&);
+  CudaPlan() = default;
+  Status check_batch(const ir::Batch& batch) const;
+  Status enqueue(bool sync_each, size_t tier) const;
+  Status capture();
+  Status run_step(const Step& step, size_t tier, cudaStream_t stream) const;
+  Status enqueue_timed(size_t tier, const std::vector<cudaEvent_t>& events, bool external) const;
+
+  const Device* device_ = nullptr;
+  const KernelModules* modules_ = nullptr;
+  PlanOptions options_;
+  ir::Bucket bucket_;
+  IndexLayout index_;
+  DeviceBuffer arena_, stage_, rope_, index_dev_;
+  PinnedBuffer index_host_, out_host_;
+  std::vector<Gemm> gemms_;
+  std::vector<Step> steps_;
+  std::vector<uint32_t> tiers_{0};
+  struct OutputCopy {
+    const float* src = nullptr;  // in the arena
+    size_t host = 0;             // float offset in out_host_
+    ir::Rows rows = ir::Rows::kTokens;
+    uint32_t width = 0;
+  };
+  std::vector<OutputCopy> outputs_;
+  std::vector<cudaGraph_t> graphs_;  // one per tier
+  std::vector<cudaGraphExec_t> execs_;
+};
+
+Result<std::unique_ptr<CudaPlan>> lower_plan(const Device& device, const KernelModules& modules, GemmAlgos& algos,
+                                             const CudaWeights& weights, const ir::Graph& graph, ir::Bucket bucket,
+                                             const PlanOptions& options);
+
+}  // namespace tandem::cuda

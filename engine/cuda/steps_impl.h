@@ -1,0 +1,106 @@
+// Plan steps and their launchers (style.md "Launchers"): one function per op family builds the kernel
+// launch of an op at lowering, checking shapes and element types there and choosing the entry by
+// them, so the run path only replays launches. A step is a kernel launch or a cuBLASLt GEMM.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/device_impl.h"
+#include "engine/cuda/index_impl.h"
+#include "engine/cuda/kernels_impl.h"
+#include "engine/cuda/types_impl.h"
+#include "engine/ir/backend.h"
+
+namespace tandem::cuda {
+
+class KernelModules;
+
+// A value resolved to its arena place and element type.
+struct Loc {
+  void* ptr = nullptr;
+  ir::Rows rows = ir::Rows::kTokens;
+  uint32_t width = 0;
+  Dt type = Dt::kF32;
+  std::string name;
+  unsigned kind() const { return static_cast<unsigned>(rows); }
+  std::string describe() const;  // "'enc.3.qkv' (tokens × 3072 f32)"
+};
+
+struct KernelStep {
+  KernelId id{};
+  dim3 grid, block;
+  uint32_t smem = 0;  // dynamic shared memory bytes (kernel_dynamic_smem)
+  KernelArgs args;
+  std::string label;  // "op 12 layer_norm 'enc.3.mlp_in'": for errors and profiles
+};
+struct GemmStep {
+  std::vector<size_t> gemm;  // into the plan's GEMM list: one per row tier, or one for every tier
+  std::string label;
+  size_t at(size_t tier) const { return gemm.size() == 1 ? gemm[0] : gemm[tier]; }
+};
+using Step = std::variant<KernelStep, GemmStep>;
+const std::string& step_label(const Step& step);
+
+// Device addresses of the index buffer's tables (index_impl.h).
+struct IndexPtrs {
+  const unsigned* n = nullptr;
+  const unsigned* ids = nullptr;
+  const unsigned* pos = nullptr;
+  const unsigned* seq = nullptr;
+  const unsigned* cu = nullptr;
+  const unsigned* mcu = nullptr;
+  const unsigned* mrow = nullptr;
+  const unsigned* qtype = nullptr;
+  const unsigned* tiles = nullptr;
+  const unsigned* spans = nullptr;
+};
+// INVARIANT: `base` is a device buffer of layout.words u32 filled by fill_index, so every table offset
+// lies inside it.
+inline IndexPtrs index_pointers(const IndexLayout& l, const unsigned* base) {
+  return IndexPtrs{base,          base + l.ids,  base + l.pos,   base + l.seq,   base + l.cu,
+                   base + l.mcu,  base + l.mrow, base + l.qtype, base + l.tiles, base + l.spans};
+}
+
+struct StepContext {
+  ir::Bucket bucket;
+  IndexPtrs ix;
+  uint32_t tiles_max = 0;    // attention tiles the bucket can need
+  // The kernel of attention over FP32 qkv: kSimt for FP32 plans and pre-sm_80 devices (lowering decides).
+  CudaAttention attention = CudaAttention::kSimt;
+  uint32_t sms = 1;          // multiprocessors: caps the grids of kernels that loop over their work
+};
+
+// Row-wise families (steps_rows.cpp).
+Result<KernelStep> embed_step(const StepContext& c, const Loc& out, const float* table, uint64_t vocab);
+Result<KernelStep> layer_norm_step(const StepContext& c, const Loc& x, const Loc& out, const float* w,
+                                   const float* b, float eps);
+Result<KernelStep> bias_act_step(const StepContext& c, const Loc& x, const float* bias, unsigned act);
+Result<KernelStep> cast_step(const StepContext& c, const Loc& x, void* out);
+Result<KernelStep> geglu_step(const StepContext& c, const Loc& x, const Loc& out);
+Result<KernelStep> add_type_step(const StepContext& c, const Loc& h, const float* table);
+Result<KernelStep> gather_step(const StepContext& c, const Loc& h, const Loc& out);
+Result<KernelStep> act_features_step(const StepContext& c, const Loc& h, const Loc& logits, const Loc& out);
+
+// RoPE and attention (steps_attention.cpp).
+struct RopeTable {
+  const float* cos = nullptr;  // [positions, half]
+  const float* sin = nullptr;
+};
+// cos/sin of the rotate-half RoPE for positions [0, positions) of heads 2·half wide, as the CPU
+// reference computes them (f32 inverse frequencies and angles, cos/sin in f64): cos then sin.
+std::vector<float> rope_table(float theta, uint32_t half, uint32_t positions);
+Result<KernelStep> rope_step(const StepContext& c, const Loc& x, const ir::Rope& op, const RopeTable& table);
+// `rope` non-null: q and k are rotated as they load (the Rope ops before the attention were fused).
+Result<KernelStep> attention_step(const StepContext& c, const Loc& qkv, const Loc& out, const ir::Attention& op,
+                                  const RopeTable* rope);
+
+// Enqueues one kernel step on `stream`, checking that its argument pack is the entry's.
+Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t stream);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,56 @@
+// Kernel-level studies for the benchmark's variant tables (tools/gpu-check.sh): the attention kernels
+// timed on one batch's shape against each other, and every split-K-free cuBLASLt candidate of a GEMM
+// shape timed and checked for the reference's bits. Diagnostics only: no plan calls them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/device_impl.h"
+#include "engine/cuda/gemm_impl.h"
+#include "engine/cuda/modules_impl.h"
+#include "engine/ir/batch.h"
+#include "engine/ir/bucket.h"
+
+namespace tandem::cuda {
+
+// One attention kernel on one shape: its median time per launch, and how far its FP16 output is from
+// the simt kernel's (the most precise) on the same random qkv.
+struct AttentionStudy {
+  CudaAttention kernel = CudaAttention::kSimt;
+  double median_us = 0.0;
+  double max_abs_diff = 0.0;  // against simt
+  double max_abs_ref = 0.0;   // the largest |output| of simt, for scale
+};
+
+struct AttentionShape {
+  ir::Batch batch;
+  ir::Bucket bucket;
+  uint32_t heads = 16;
+  int window = -1;      // keys |i − j| <= window; < 0: global
+  float theta = 0.0f;   // RoPE base; 0: no RoPE
+};
+
+// Each of simt, tc, tc2split and tc2 (those the device can run) on the shape: FP32 qkv of unit normal values,
+// FP16 output as FP16 plans have it, `reps` timed launches after a few untimed ones.
+Result<std::vector<AttentionStudy>> study_attention(const Device& device, const KernelModules& modules,
+                                                    const AttentionShape& shape, int reps);
+
+// One cuBLASLt candidate for a GEMM shape at m rows.
+struct GemmCandidate {
+  int rank = -1;               // place in cuBLASLt's ranking for m rows; -1: the 256-row reference only
+  std::string algo;            // describe_algo
+  double median_us = 0.0;
+  bool same_bits = false;      // computes the reference's bits (the probe tandem trusts)
+  bool reference = false;      // the shape's reference algorithm
+  bool chosen = false;         // what Gemm::make runs at m rows
+};
+
+// The reference, the chosen one and every ranked candidate for m rows, on random operands, each timed
+// over `reps` launches; sorted fastest first.
+Result<std::vector<GemmCandidate>> study_gemm(const Device& device, GemmAlgos& algos, const GemmShape& shape,
+                                              uint32_t m, int reps);
+
+}  // namespace tandem::cuda

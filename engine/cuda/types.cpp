@@ -1,0 +1,62 @@
+// The FP16 precision pass (kime's rules; see types_impl.h for the why).
+#include "engine/cuda/types_impl.h"
+
+#include <variant>
+
+namespace tandem::cuda {
+
+const char* dt_name(Dt t) {
+  switch (t) {
+    case Dt::kF32: return "f32";
+    case Dt::kF16: return "f16";
+  }
+  return "?";
+}
+
+std::vector<Dt> value_types(const ir::Graph& graph, ir::Precision precision) {
+  const size_t n = graph.vals.size();
+  if (precision == ir::Precision::kF32) return std::vector<Dt>(n, Dt::kF32);
+  std::vector<Dt> ty(n, Dt::kF16);
+  std::vector<bool> half_out(n, false);  // outputs of attention / GeGLU: may stay FP16 whatever feeds them
+  auto f32 = [&](ir::Val v) { ty[v.index] = Dt::kF32; };
+  for (const ir::Op& op : graph.ops) {
+    if (const auto* e = std::get_if<ir::Embed>(&op)) f32(e->out);
+    if (const auto* g = std::get_if<ir::Gemm>(&op); g != nullptr && g->epilogue == ir::Epilogue::kAccumulate) {
+      f32(g->out);
+    }
+    if (const auto* t = std::get_if<ir::AddType>(&op)) f32(t->h);
+    if (const auto* a = std::get_if<ir::Attention>(&op)) {
+      f32(a->qkv);
+      half_out[a->out.index] = true;
+    }
+    if (const auto* gg = std::get_if<ir::GeGlu>(&op)) half_out[gg->out.index] = true;
+    if (const auto* af = std::get_if<ir::ActFeatures>(&op)) {
+      f32(af->h);
+      f32(af->logits);
+      f32(af->out);
+    }
+  }
+  for (const ir::Output& o : graph.outputs) f32(o.val);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const ir::Op& op : graph.ops) {
+      ir::Val in, out;
+      if (const auto* g = std::get_if<ir::Gemm>(&op)) {
+        in = g->a;
+        out = g->out;
+      } else if (const auto* m = std::get_if<ir::GatherMarkers>(&op)) {
+        in = m->h;
+        out = m->out;
+      } else {
+        continue;
+      }
+      if (ty[in.index] == Dt::kF32 && ty[out.index] == Dt::kF16 && !half_out[out.index]) {
+        ty[out.index] = Dt::kF32;
+        changed = true;
+      }
+    }
+  }
+  return ty;
+}
+
+}  // namespace tandem::cuda

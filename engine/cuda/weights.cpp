@@ -1,0 +1,145 @@
+// Weight upload: gather parts, check shapes against WeightRef, convert on the host, copy to the device.
+#include "engine/cuda/weights_impl.h"
+
+#include <algorithm>
+#include <variant>
+
+#include "engine/core/dtype.h"
+#include "engine/cuda/check_impl.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr size_t kChunk = size_t{1} << 22;  // elements converted per host pass
+
+struct Need {
+  const ir::WeightRef* ref = nullptr;
+  bool f32 = false, f16 = false;
+};
+
+// Which weights the graphs read, and in which element types.
+Result<std::map<std::string, Need>> collect(std::span<const ir::Graph* const> graphs, ir::Precision precision) {
+  std::map<std::string, Need> needs;
+  for (const ir::Graph* g : graphs) {
+    std::vector<bool> gemm_weight(g->weights.size(), false);
+    std::vector<bool> other_use(g->weights.size(), false);
+    for (const ir::Op& op : g->ops) {
+      if (const auto* gm = std::get_if<ir::Gemm>(&op)) {
+        gemm_weight[gm->w.index] = true;
+        if (gm->b) other_use[gm->b->index] = true;
+      }
+    }
+    for (size_t i = 0; i < g->weights.size(); ++i) {
+      if (!gemm_weight[i]) other_use[i] = true;  // norms, biases, tables: read as FP32 by kernels
+      const ir::WeightRef& ref = g->weights[i];
+      Need& n = needs[ref.name()];
+      if (n.ref != nullptr && n.ref->shape != ref.shape) {
+        return Error::make(ErrorKind::kShape, "weight {} is {} in one graph and {} in another", ref.name(),
+                           shape_string(n.ref->shape), shape_string(ref.shape));
+      }
+      n.ref = &ref;
+      const bool gemm_f16 = gemm_weight[i] && precision == ir::Precision::kF16;
+      n.f16 = n.f16 || gemm_f16;
+      n.f32 = n.f32 || other_use[i] || (gemm_weight[i] && !gemm_f16);
+    }
+  }
+  return needs;
+}
+
+// The checkpoint views of a ref's parts, checked to stack along dim 0 into ref.shape.
+Result<std::vector<TensorView>> parts_of(const WeightSource& source, const ir::WeightRef& ref) {
+  std::vector<TensorView> views;
+  uint64_t rows = 0;
+  for (const std::string& part : ref.parts) {
+    TANDEM_ASSIGN(TensorView v, source.tensor(part));
+    const bool rank_ok = v.shape.size() == ref.shape.size() && !v.shape.empty();
+    if (!rank_ok || !std::equal(v.shape.begin() + 1, v.shape.end(), ref.shape.begin() + 1)) {
+      return Error::make(ErrorKind::kShape, "weight {}: tensor {} is {}, which does not stack into {}", ref.name(),
+                         part, shape_string(v.shape), shape_string(ref.shape));
+    }
+    rows += v.shape[0];
+    views.push_back(std::move(v));
+  }
+  if (ref.shape.empty() || rows != ref.shape[0]) {
+    return Error::make(ErrorKind::kShape, "weight {}: its parts stack to {} rows, expected {}", ref.name(), rows,
+                       shape_string(ref.shape));
+  }
+  return views;
+}
+
+uint64_t numel(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+Status upload_one(const Device& device, const WeightSource& source, const Need& need, DeviceTensor& t) {
+  const std::string name = need.ref->name();
+  TANDEM_ASSIGN(std::vector<TensorView> views, parts_of(source, *need.ref));
+  const uint64_t total = numel(need.ref->shape);
+  t.shape = need.ref->shape;
+  if (need.f32) {
+    TANDEM_ASSIGN(t.f32, DeviceBuffer::make(total * 4, "weight " + name));
+  }
+  if (need.f16) {
+    TANDEM_ASSIGN(t.f16, DeviceBuffer::make(total * 2, "weight " + name + " (f16)"));
+  }
+  std::vector<float> f32(std::min<uint64_t>(total, kChunk));
+  std::vector<uint16_t> f16(need.f16 ? f32.size() : 0);
+  uint64_t at = 0;  // elements of the stacked tensor done
+  for (const TensorView& v : views) {
+    const uint64_t n = v.numel();
+    const auto* src = static_cast<const unsigned char*>(v.data);
+    for (uint64_t done = 0; done < n; done += kChunk) {
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, n - done));
+      convert_to_f32(v.dtype, src + done * dtype_size(v.dtype), len, f32.data());
+      // INVARIANT: at + done + len <= total (parts_of checked that the parts stack to the ref's shape), and
+      // both device buffers hold total elements. The copies go on the backend's stream, so every later
+      // kernel sees them, and the stream is drained before the host chunks are reused.
+      if (need.f32) {
+        TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.f32.as<float>() + at + done, f32.data(), len * 4, cudaMemcpyHostToDevice,
+                                          device.stream()));
+      }
+      if (need.f16) {
+        for (size_t i = 0; i < len; ++i) f16[i] = float_to_half(f32[i]);
+        TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.f16.as<uint16_t>() + at + done, f16.data(), len * 2,
+                                          cudaMemcpyHostToDevice, device.stream()));
+      }
+      TANDEM_TRY(device.synchronize());
+    }
+    at += n;
+  }
+  return {};
+}
+
+}  // namespace
+
+size_t CudaWeights::bytes() const {
+  size_t total = 0;
+  for (const auto& [name, t] : tensors_) total += t.f32.bytes() + t.f16.bytes();
+  return total;
+}
+
+const DeviceTensor* CudaWeights::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+Result<std::unique_ptr<CudaWeights>> upload_weights(const Device& device, const WeightSource& source,
+                                                    std::span<const ir::Graph* const> graphs,
+                                                    ir::Precision precision) {
+  TANDEM_TRY(device.activate());
+  TANDEM_ASSIGN(auto needs, collect(graphs, precision));
+  auto out = std::make_unique<CudaWeights>();
+  out->device_ = &device;
+  out->precision_ = precision;
+  for (const auto& [name, need] : needs) {
+    DeviceTensor t;
+    auto st = upload_one(device, source, need, t);
+    if (!st.ok()) return std::move(st).error().context("uploading weights to " + device.info().describe());
+    out->tensors_.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,46 @@
+// Weights on the device (scorer.md §3): each WeightRef's checkpoint parts stacked along dim 0 and
+// converted on the host (exactly, round to nearest even) from F32/F16/BF16. GEMM weights of FP16
+// backends are FP16 only (no FP32 copy stays on the device); norms, biases and tables stay FP32.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/core/tensor.h"
+#include "engine/cuda/buffer_impl.h"
+#include "engine/cuda/device_impl.h"
+#include "engine/ir/backend.h"
+
+namespace tandem::cuda {
+
+struct DeviceTensor {
+  std::vector<uint64_t> shape;
+  DeviceBuffer f32;  // empty unless some op reads the weight as FP32
+  DeviceBuffer f16;  // empty unless an FP16 GEMM reads it
+};
+
+class CudaWeights final : public ir::Weights {
+ public:
+  size_t bytes() const override;
+  // By WeightRef::name(); null when the graph's weight was not uploaded.
+  const DeviceTensor* find(const std::string& name) const;
+  ir::Precision precision() const { return precision_; }
+  const Device* device() const { return device_; }
+
+ private:
+  friend Result<std::unique_ptr<CudaWeights>> upload_weights(const Device& device, const WeightSource& source,
+                                                             std::span<const ir::Graph* const> graphs,
+                                                             ir::Precision precision);
+  const Device* device_ = nullptr;
+  ir::Precision precision_ = ir::Precision::kF32;
+  std::map<std::string, DeviceTensor> tensors_;
+};
+
+Result<std::unique_ptr<CudaWeights>> upload_weights(const Device& device, const WeightSource& source,
+                                                    std::span<const ir::Graph* const> graphs,
+                                                    ir::Precision precision);
+
+}  // namespace tandem::cuda

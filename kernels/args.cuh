@@ -1,0 +1,129 @@
+// Kernel argument packs (scorer.md §3): every kernel takes exactly one of these by value, and the host
+// launchers fill the same structs, so a launcher cannot pack arguments a kernel reads differently.
+// Plain C++ shared by NVRTC (through prelude.cuh) and the host (engine/cuda); no includes.
+#pragma once
+
+namespace tandem::kernels {
+
+// Row kinds, in ir::Rows order: a kernel's real row count is n[kind] of the device index header.
+enum : unsigned { kRowsTokens = 0, kRowsSeqs = 1, kRowsMarkers = 2 };
+// Header words of the index buffer: tokens, seqs, markers, attention tiles, then padding to 8 words.
+enum : unsigned { kHeaderTiles = 3, kHeaderWords = 8 };
+// Anchored attention tiles: every kTileRows-th row of each sequence starts one (determinism).
+enum : unsigned { kTileRows = 64, kHeadDim = 64 };
+// attention_tc2's dynamic shared memory: 2 stages, each of 64 key rows and 64 value rows (64 FP32 = 256
+// bytes, later rewritten in place as f16 hi and lo, plus 16 bytes of padding) and the keys' RoPE cos and
+// sin rows (32 FP32 = 128 bytes plus 16).
+enum : unsigned {
+  kTc2RowBytes = 272,
+  kTc2TrigBytes = 144,
+  kTc2Threads = 128,
+  kTc2SmemBytes = 2 * (2 * 64 * kTc2RowBytes + 2 * 64 * kTc2TrigBytes)
+};
+// bias_act activations.
+enum : unsigned { kActNone = 0, kActGelu = 1, kActRelu = 2 };
+
+struct EmbedArgs {
+  float* out;                // [tokens, width]
+  const float* table;        // [vocab, width]
+  const unsigned* ids;       // [tokens]
+  const unsigned* n;         // index header
+  unsigned width;
+};
+
+struct LayerNormArgs {
+  void* out;                 // [rows, width] of the out type
+  const void* x;             // [rows, width] of the in type
+  const float* w;            // [width]
+  const float* b;            // [width] or null
+  const unsigned* n;
+  unsigned kind;
+  unsigned width;            // <= 1024 (checked at lowering)
+  float eps;
+};
+
+// In place: x = act(x + bias), on the real rows.
+struct BiasActArgs {
+  void* x;
+  const float* bias;         // [width] or null
+  const unsigned* n;
+  unsigned kind;
+  unsigned width;
+  unsigned act;
+};
+
+// out = x converted, on the real rows (a GEMM's FP16 staging copy of an FP32 value).
+struct CastArgs {
+  void* out;
+  const void* x;
+  const unsigned* n;
+  unsigned kind;
+  unsigned width;
+};
+
+// In place rotate-half RoPE on `heads` heads of 2·half columns starting at `col` of rows `ld` wide.
+struct RopeArgs {
+  void* x;
+  const float* cos;          // [positions, half]
+  const float* sin;
+  const unsigned* pos;       // [tokens]
+  const unsigned* n;
+  unsigned ld;
+  unsigned col;
+  unsigned heads;
+  unsigned half;
+};
+
+// Packed varlen attention over fused rows [q | k | v] of heads × 64; rope tables null = no rope.
+struct AttentionArgs {
+  void* out;                 // [tokens, heads·64]
+  const void* qkv;           // [tokens, 3·heads·64]
+  const float* cos;          // [positions, 32] or null
+  const float* sin;
+  const unsigned* pos;       // [tokens]
+  const unsigned* seq;       // [tokens]
+  const unsigned* cu;        // [seqs + 1]
+  const unsigned* tiles;     // [attention tiles]: first row of each anchored 64-row tile
+  const unsigned* spans;     // [attention tiles][4]: first row, sequence start, sequence end, position of the start
+  const unsigned* n;
+  unsigned heads;
+  int window;                // keys j with |i − j| <= window; < 0: the whole sequence
+  float scale;               // applied to q after rope
+};
+
+struct GegluArgs {
+  void* out;                 // [tokens, inter]
+  const void* x;             // [tokens, 2·inter]
+  const unsigned* n;
+  unsigned kind;
+  unsigned inter;
+};
+
+struct AddTypeArgs {
+  float* h;                  // [tokens, width], in place
+  const float* table;        // [types, width]
+  const unsigned* seq;
+  const unsigned* qtype;
+  const unsigned* n;
+  unsigned width;
+};
+
+struct GatherArgs {
+  void* out;                 // [markers, width]
+  const void* h;             // [tokens, width]
+  const unsigned* mrow;      // [markers]: absolute token row of each marker
+  const unsigned* n;
+  unsigned width;
+};
+
+struct ActFeaturesArgs {
+  float* out;                // [seqs, width + 4]
+  const float* h;            // [tokens, width]
+  const float* logits;       // [markers]
+  const unsigned* cu;
+  const unsigned* mcu;
+  const unsigned* n;
+  unsigned width;
+};
+
+}  // namespace tandem::kernels

@@ -1,0 +1,15 @@
+// Row-wise element type conversion (scorer.md §3 ToHalf): the FP16 staging copy of an FP32 value that
+// feeds an FP16 GEMM. Round to nearest even. One block per row, real rows only.
+#include "prelude.cuh"
+
+using namespace tandem::kernels;
+
+extern "C" __global__ void __launch_bounds__(256) cast_f32_f16(CastArgs a) {
+  const unsigned row = blockIdx.x;
+  if (row >= real_rows(a.n, a.kind)) return;
+  // INVARIANT: row < the real count <= the bucket rows lowering sized every buffer for.
+  const unsigned long long base = static_cast<unsigned long long>(row) * a.width;
+  const float* x = static_cast<const float*>(a.x) + base;
+  half_t* y = static_cast<half_t*>(a.out) + base;
+  for (unsigned c = threadIdx.x; c < a.width; c += blockDim.x) store(y + c, x[c]);
+}

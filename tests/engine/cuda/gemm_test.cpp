@@ -1,0 +1,189 @@
+// The cuBLASLt wrapper (scorer.md §3): results against float64 for every type combination and epilogue
+// tandem uses (FP32 GEMMs must not run in TF32), and determinism: a row's bits are the same whatever the
+// bucket's row count, on the Laya shapes (1024→3072, 1024→1024, 1024→5248, 2624→1024), FP32 and FP16.
+#include <iostream>
+
+#include "tests/engine/cuda/gpu_test_util.h"
+
+namespace tandem::cuda::test {
+namespace {
+
+struct Case {
+  uint32_t m, k, n;
+  Dt ab, out;
+  bool accumulate;
+  LtEpilogue epilogue;
+};
+
+struct Operands {
+  std::vector<float> a, w, c, bias;  // as the device holds them (FP16 inputs already rounded)
+  DeviceBuffer ad, wd, od, bd;
+};
+
+Operands make_operands(const Case& c, std::mt19937& rng) {
+  Operands o;
+  auto round = [&](std::vector<float> v) { return c.ab == Dt::kF16 ? from_halves(to_halves(v)) : v; };
+  o.a = round(random_floats(size_t{c.m} * c.k, rng));
+  o.w = round(random_floats(size_t{c.n} * c.k, rng, 1.0f / std::sqrt(static_cast<float>(c.k))));
+  o.c = random_floats(size_t{c.m} * c.n, rng);
+  if (c.out == Dt::kF16) o.c = from_halves(to_halves(o.c));
+  o.bias = random_floats(c.n, rng);
+  auto upload = [&](const std::vector<float>& v, Dt t) { return t == Dt::kF32 ? to_device(v) : to_device(to_halves(v)); };
+  o.ad = upload(o.a, c.ab);
+  o.wd = upload(o.w, c.ab);
+  o.od = upload(o.c, c.out);
+  o.bd = to_device(o.bias);
+  return o;
+}
+
+Result<Gemm> make_gemm(const Case& c, const Operands& o) {
+  GemmShape s;
+  s.k = c.k;
+  s.n = c.n;
+  s.ab = c.ab;
+  s.out = c.out;
+  s.accumulate = c.accumulate;
+  s.epilogue = c.epilogue;
+  GemmOperands ops{o.wd.data(), o.ad.data(), o.od.data(), o.bd.as<float>()};
+  return Gemm::make(*gpu().device, *gpu().algos, s, c.m, ops);
+}
+
+class GemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TANDEM_REQUIRE_GPU();
+    ASSERT_NE(gpu().algos, nullptr);
+  }
+};
+
+TEST_F(GemmTest, MatchesFloat64ForEveryTypeAndEpilogue) {
+  std::mt19937 rng(11);
+  const uint32_t k = emulated() ? 96 : 1024;
+  std::vector<Case> cases;
+  for (LtEpilogue e : {LtEpilogue::kNone, LtEpilogue::kBias, LtEpilogue::kRelu, LtEpilogue::kReluBias}) {
+    cases.push_back({50, k, 72, Dt::kF32, Dt::kF32, false, e});
+    cases.push_back({50, k, 72, Dt::kF16, Dt::kF32, false, e});
+    cases.push_back({50, k, 72, Dt::kF16, Dt::kF16, false, e});
+  }
+  cases.push_back({50, k, 72, Dt::kF32, Dt::kF32, true, LtEpilogue::kNone});
+  cases.push_back({50, k, 72, Dt::kF32, Dt::kF32, true, LtEpilogue::kBias});
+  cases.push_back({50, k, 72, Dt::kF16, Dt::kF32, true, LtEpilogue::kNone});
+  cases.push_back({50, k, 72, Dt::kF16, Dt::kF32, true, LtEpilogue::kBias});
+  cases.push_back({7, k, 1, Dt::kF16, Dt::kF32, false, LtEpilogue::kBias});   // the logits GEMM shape
+  cases.push_back({7, 256, 2, Dt::kF32, Dt::kF32, false, LtEpilogue::kBias});  // the act GEMM shape
+  for (const Case& c : cases) {
+    const std::string what = fmt::format("{}x{}x{} {}->{} {} epilogue {}", c.m, c.k, c.n, dt_name(c.ab), dt_name(c.out),
+                                         c.accumulate ? "add" : "set", static_cast<int>(c.epilogue));
+    Operands o = make_operands(c, rng);
+    auto g = make_gemm(c, o);
+    if (!g.ok()) {
+      // An epilogue cuBLASLt lacks for these types is allowed: lowering then runs bias_act instead.
+      EXPECT_NE(c.epilogue, LtEpilogue::kNone) << what << ": " << g.error().message();
+      std::cout << what << ": not offered by cuBLASLt (" << g.error().message() << ")\n";
+      continue;
+    }
+    ASSERT_TRUE(g->run(*gpu().device).ok()) << what;
+    std::vector<double> want(size_t{c.m} * c.n);
+    for (uint32_t i = 0; i < c.m; ++i) {
+      for (uint32_t j = 0; j < c.n; ++j) {
+        double v = 0;
+        for (uint32_t p = 0; p < c.k; ++p) v += double{o.a[size_t{i} * c.k + p]} * o.w[size_t{j} * c.k + p];
+        if (c.epilogue == LtEpilogue::kBias || c.epilogue == LtEpilogue::kReluBias) v += o.bias[j];
+        if (c.epilogue == LtEpilogue::kRelu || c.epilogue == LtEpilogue::kReluBias) v = std::max(v, 0.0);
+        if (c.accumulate) v += o.c[size_t{i} * c.n + j];
+        want[size_t{i} * c.n + j] = v;
+      }
+    }
+    // 1e-4 catches TF32 (10-bit operands) on FP32 GEMMs of k 1024; FP16 outputs carry their rounding.
+    expect_rows(read_floats(o.od, want.size(), c.out), want, c.m, c.n, c.out == Dt::kF16 ? 1e-3 : 1e-4, what);
+  }
+}
+
+TEST_F(GemmTest, RowBitsDoNotDependOnTheRowCount) {
+  std::mt19937 rng(12);
+  std::vector<std::pair<uint32_t, uint32_t>> shapes = {{1024, 3072}, {1024, 1024}, {1024, 5248}, {2624, 1024}};
+  std::vector<uint32_t> ms = {1, 3, 16, 50, 128, 256, 300, 1024, 4096};
+  if (emulated()) {
+    shapes = {{96, 80}};
+    ms = {1, 3, 16, 50, 300};
+  }
+  const uint32_t m_max = ms.back();
+  for (const auto& [k, n] : shapes) {
+    for (const auto& [ab, out, acc] : {std::tuple{Dt::kF32, Dt::kF32, false}, std::tuple{Dt::kF16, Dt::kF16, false},
+                                       std::tuple{Dt::kF16, Dt::kF32, true}}) {
+      const Case big{m_max, k, n, ab, out, acc, LtEpilogue::kNone};
+      Operands o = make_operands(big, rng);
+      std::vector<std::vector<float>> results;
+      std::string ranks;
+      const std::vector<uint16_t> c16 = to_halves(o.c);
+      const void* c_init = out == Dt::kF32 ? static_cast<const void*>(o.c.data()) : static_cast<const void*>(c16.data());
+      for (uint32_t m : ms) {
+        // Reset the output (the accumulate case reads it), run m rows, keep them.
+        copy_on_stream(o.od.data(), c_init, o.c.size() * dt_size(out), cudaMemcpyHostToDevice);
+        Case c = big;
+        c.m = m;
+        auto g = make_gemm(c, o);
+        ASSERT_TRUE(g.ok()) << g.error().message();
+        ASSERT_TRUE(g->run(*gpu().device).ok());
+        results.push_back(read_floats(o.od, size_t{m} * n, out));
+        if (emulated()) {
+          // The emulator ranks a different-bits candidate first for m != 256, then an identical one.
+          EXPECT_EQ(g->faster(), m == 256 ? -1 : 1) << "m " << m;
+        }
+        ranks += fmt::format(" m {}: rank {}{}", m, g->rank(), g->faster() >= 0 ? fmt::format(" (faster #{})", g->faster()) : "");
+      }
+      std::cout << fmt::format("k {} n {} {}->{} {}:{}\n", k, n, dt_name(ab), dt_name(out), acc ? "add" : "set", ranks);
+      const std::vector<float>& ref = results.back();
+      for (size_t i = 0; i + 1 < ms.size(); ++i) {
+        for (size_t e = 0; e < results[i].size(); ++e) {
+          uint32_t x, y;
+          std::memcpy(&x, &results[i][e], 4);
+          std::memcpy(&y, &ref[e], 4);
+          ASSERT_EQ(x, y) << fmt::format("k {} n {} {}->{}: row {} column {} differs between m {} and m {}", k, n,
+                                         dt_name(ab), dt_name(out), e / n, e % n, ms[i], m_max);
+        }
+      }
+    }
+  }
+}
+
+// Timed choice (the backend's default): among the candidates that compute the reference's bits, a bucket
+// runs the fastest; whatever it picks, its rows are the reference algorithm's bits, and every GEMM of the
+// same shape and rows picks the same one.
+TEST_F(GemmTest, TimedChoiceRunsABitIdenticalCandidate) {
+  std::mt19937 rng(13);
+  GemmAlgos timed(*gpu().device, true, kTimedMaxRows);
+  const uint32_t k = emulated() ? 96 : 1024, n = emulated() ? 80 : 3072;
+  for (uint32_t m : {50u, 160u}) {
+    const Case c{m, k, n, Dt::kF16, Dt::kF32, true, LtEpilogue::kNone};
+    Operands o = make_operands(c, rng);
+    GemmShape shape;
+    shape.k = c.k;
+    shape.n = c.n;
+    shape.ab = c.ab;
+    shape.out = c.out;
+    shape.accumulate = c.accumulate;
+    const GemmOperands ops{o.wd.data(), o.ad.data(), o.od.data(), nullptr};
+    auto g = Gemm::make(*gpu().device, timed, shape, m, ops);
+    ASSERT_TRUE(g.ok()) << g.error().message();
+    auto again = Gemm::make(*gpu().device, timed, shape, m, ops);
+    ASSERT_TRUE(again.ok()) << again.error().message();
+    EXPECT_EQ(std::memcmp(&g->algo(), &again->algo(), sizeof(cublasLtMatmulAlgo_t)), 0) << "m " << m;
+    auto ref = Gemm::with_algo(*gpu().device, shape, m, ops, g->reference());
+    ASSERT_TRUE(ref.ok()) << ref.error().message();
+    std::vector<std::vector<float>> out;
+    for (const Gemm* x : {&*g, &*ref}) {
+      copy_on_stream(o.od.data(), o.c.data(), o.c.size() * sizeof(float), cudaMemcpyHostToDevice);
+      ASSERT_TRUE(x->run(*gpu().device).ok());
+      out.push_back(read_floats(o.od, size_t{m} * n, Dt::kF32));
+    }
+    EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0)
+        << "m " << m << ": the timed choice (" << describe_algo(g->algo()) << ", faster #" << g->faster()
+        << ") differs from the reference (" << describe_algo(g->reference()) << ")";
+    std::cout << fmt::format("timed choice at m {}: {} (faster #{}), reference {}\n", m, describe_algo(g->algo()),
+                             g->faster(), describe_algo(g->reference()));
+  }
+}
+
+}  // namespace
+}  // namespace tandem::cuda::test
