@@ -170,7 +170,7 @@ ControlPlane::ControlPlane(worker::Transport& transport, const worker::Topology&
 
 ControlPlane::~ControlPlane() = default;
 
-Status ControlPlane::wait_ready(const std::atomic<bool>& stop) {
+Status ControlPlane::wait_ready(const std::atomic<bool>& stop, const std::function<Status()>& local) {
   const auto deadline = Clock::now() + std::chrono::seconds(impl_->health.startup_timeout_s);
   while (!stop.load()) {
     const bool active = impl_->step();
@@ -180,6 +180,9 @@ Status ControlPlane::wait_ready(const std::atomic<bool>& stop) {
       if (v.state == RankState::kDead) failures += fmt::format("\n  {} died while loading: {}", v.name, v.detail);
     }
     if (!failures.empty()) return Error(ErrorKind::kUnavailable, "the job cannot start:" + failures);
+    if (local) {
+      if (Status s = local(); !s.ok()) return s;
+    }
     if (impl_->ranks.all_ready()) return ok_status();
     if (Clock::now() > deadline) {
       return Error::make(ErrorKind::kTimeout, "the job cannot start: {} within {} s (health.startup_timeout_s)",

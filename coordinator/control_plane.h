@@ -26,8 +26,9 @@ class ControlPlane {
   ~ControlPlane();
 
   // Until every worker reported ready. An error names each rank at fault and why (its load error, its
-  // death, or the start-up timeout); `stop` abandons the wait.
-  Status wait_ready(const std::atomic<bool>& stop);
+  // death, or the start-up timeout); `stop` abandons the wait. `local` is asked on each turn for a
+  // failure on rank 0 itself (its own load), which ends the wait at once with that error.
+  Status wait_ready(const std::atomic<bool>& stop, const std::function<Status()>& local = {});
   // Until `stop` (kExitClean) or a worker death plus the grace (kExitRankDied).
   int serve(worker::BlockingQueue<Dispatch>& outbox, const std::atomic<bool>& stop);
   // Keeps sending and receiving until `done()` or `wait` passes (finishing work on a clean stop).

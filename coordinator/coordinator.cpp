@@ -2,6 +2,7 @@
 #include "coordinator/coordinator.h"
 
 #include <future>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -52,21 +53,29 @@ int run_coordinator(const config::Deployment& deployment, const worker::Topology
   auto loaded = loading->get_future();
   std::thread([loading, m = *model] { loading->set_value(DecisionFrontend::load(m)); }).detach();
   log::info("waiting for {} workers to load {}", topology.workers().size(), model->dir);
-  if (Status s = control.wait_ready(stop); !s.ok()) {
+  // Rank 0's own load failing (a tokenizer this build cannot read, say) ends the start-up at once
+  // instead of after every worker has loaded its weights.
+  std::optional<Result<std::unique_ptr<DecisionFrontend>>> opened;
+  auto rank0_failed = [&]() -> Status {
+    if (!opened && loaded.wait_for(std::chrono::seconds(0)) == std::future_status::ready) opened = loaded.get();
+    if (opened && !opened->ok()) {
+      return Error::make(ErrorKind::kUnavailable, "rank 0 cannot open the scorer model: {}", opened->error().message());
+    }
+    return ok_status();
+  };
+  if (Status s = control.wait_ready(stop, rank0_failed); !s.ok()) {
     if (s.error().kind() != ErrorKind::kCancelled) return fail(kExitStartup, s.error().message());
     return control.shutdown_workers(kGoodbyeWait) ? kExitClean : kExitError;
   }
   worker::BlockingQueue<Dispatch> outbox;
-  control.drain(outbox, [&] { return loaded.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
+  control.drain(outbox, [&] { return opened.has_value() || loaded.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
                 std::chrono::seconds(deployment.health.startup_timeout_s));
-  if (loaded.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+  if (Status s = rank0_failed(); !s.ok()) return fail(kExitStartup, s.error().message());
+  if (!opened) {
     return fail(kExitStartup, fmt::format("rank 0 did not open {} within {} s (health.startup_timeout_s)", model->dir,
                                           deployment.health.startup_timeout_s));
   }
-  auto frontend = loaded.get();
-  if (!frontend.ok()) {
-    return fail(kExitStartup, fmt::format("rank 0 cannot open the scorer model: {}", frontend.error().message()));
-  }
+  auto& frontend = *opened;
 
   Batcher batcher(deployment, buckets.value(), ranks, outbox, metrics);
   Api api(deployment, *frontend.value(), buckets.value(), batcher, ranks, metrics);

@@ -2,7 +2,7 @@
 # Serving throughput and latency on the GPU machine (two GPUs): builds tandem and tandem-loadgen, makes a
 # random ModernBERT-large compat checkpoint and a pool of W1-shaped questions, then for 1 and 2 CUDA scorer
 # ranks launches the job, drives it closed loop (questions/s at saturation) and open loop at a fixed rate
-# (p50/p99), and prints a table last. Logs go to $OUT (default ./serve-out).
+# (p50/p99), and prints a table last. SCORERS picks the rank counts (default "1 2"). Logs go to $OUT (default ./serve-out).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -45,7 +45,8 @@ run_job() {  # run_job SCORERS
   } > "$yaml"
   "$BUILD/launch/tandem" launch --config "$yaml" ${LAUNCH_ARGS:-} > "$OUT/job-$n.log" 2>&1 &
   local job=$!
-  for _ in $(seq 1 240); do
+  for _ in $(seq 1 480); do
+    kill -0 "$job" 2>/dev/null || { echo "the $n-scorer job ended before serving:"; tail -5 "$OUT/job-$n.log"; return 1; }
     python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null && break
     sleep 0.5
   done
@@ -65,17 +66,17 @@ run_job() {  # run_job SCORERS
   echo "$n scorer(s): closed loop $qps questions/s; open loop at $rate/s"
 }
 
-run_job 1
-run_job 2
-python3 - "$OUT" <<'PY'
+SCORERS=${SCORERS:-1 2}  # SCORERS=1 on a one-GPU machine
+for n in $SCORERS; do run_job "$n"; done
+python3 - "$OUT" $SCORERS <<'PY'
 import json, sys
-out = sys.argv[1]
+out, counts = sys.argv[1], [int(n) for n in sys.argv[2:]]
 def get(name):
     try:
         return json.load(open(f"{out}/{name}"))
     except Exception as e:
         return {"error": str(e)}
-print(f"{'':28}{'1 scorer':>22}{'2 scorers':>22}")
+print(f"{'':28}" + "".join(f"{f'{n} scorer(s)':>22}" for n in counts))
 rows = [("closed loop questions/s", "closed", "questions_per_s"), ("closed loop p50 ms", "closed", "p50"),
         ("closed loop p99 ms", "closed", "p99"), ("open loop rate /s", "open", "rate"),
         ("open loop questions/s", "open", "questions_per_s"), ("open loop p50 ms", "open", "p50"),
@@ -83,12 +84,12 @@ rows = [("closed loop questions/s", "closed", "questions_per_s"), ("closed loop 
 def value(d, key):
     return d.get("latency_ms", {}).get(key, "?") if key in ("p50", "p99") else d.get(key, "?")
 for label, kind, key in rows:
-    vals = [value(get(f"{kind}-{n}.json"), key) for n in (1, 2)]
+    vals = [value(get(f"{kind}-{n}.json"), key) for n in counts]
     print(f"{label:28}" + "".join(f"{v if isinstance(v, str) else round(v, 3):>22}" for v in vals))
-for n in (1, 2):
+for n in counts:
     c = get(f"closed-{n}.json")
     print(n, "closed:", {k: c.get(k) for k in ("statuses", "lost", "timed_out", "mismatched", "duplicated", "errors")})
 a, b = get("closed-1.json").get("questions_per_s", 0), get("closed-2.json").get("questions_per_s", 0)
-if a:
+if a and b:
     print(f"scaling 2 vs 1 scorer: {b / a:.2f}x")
 PY

@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 
 import torch
 from safetensors.torch import save_file
@@ -75,8 +74,13 @@ def main():
         json.dump({"head_layers": HEAD_LAYERS, "max_len": 512, "head_max_len": 192,
                    "temperature": [1.6369, 1.2514, 1.9834]}, f)
     os.makedirs(os.path.join(args.out, "tokenizer"), exist_ok=True)
-    shutil.copy(os.path.join(root, "models/decision-tiny/tokenizer/tokenizer.json"),
-                os.path.join(args.out, "tokenizer/tokenizer.json"))
+    # decision-tiny's tokenizer without its NFC normalizer: the GPU machine has no ICU headers, so a build
+    # there cannot normalize, and the benchmark's requests are pre-tokenized anyway.
+    with open(os.path.join(root, "models/decision-tiny/tokenizer/tokenizer.json")) as f:
+        tokenizer = json.load(f)
+    tokenizer["normalizer"] = None
+    with open(os.path.join(args.out, "tokenizer/tokenizer.json"), "w") as f:
+        json.dump(tokenizer, f)
     if args.pool:
         rng = random.Random(9)
         seqs = []

@@ -347,6 +347,24 @@ TEST(Serve, AWorkerThatCannotLoadEndsTheJobAtStart) {
   EXPECT_EQ(job.output().find("tandem: serving"), std::string::npos);
 }
 
+// Rank 0's own load (the tokenizer) failing ends the start-up with its reason; the workers, which read only
+// the weights, are told to go.
+TEST(Serve, ACoordinatorThatCannotReadTheTokenizerEndsTheJobAtStart) {
+  TempDir dir;
+  const auto model = dir.path() / "model";
+  std::filesystem::copy(TANDEM_SOURCE_DIR "/models/decision-tiny", model, std::filesystem::copy_options::recursive);
+  std::ofstream(model / "tokenizer" / "tokenizer.json", std::ios::trunc) << "{\"model\": {\"type\": \"BPE\"";
+  ServiceJob job("server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
+                 "models:\n  scorer: {dir: " + model.string() + "}\n"
+                 "ranks:\n  - role: coordinator\n  - role: scorer\n");
+  auto code = job.wait(120s);
+  ASSERT_TRUE(code) << job.output();
+  EXPECT_EQ(*code, 2) << job.output();
+  EXPECT_NE(job.output().find("rank 0 cannot open the scorer model"), std::string::npos) << job.output();
+  EXPECT_NE(job.output().find("tokenizer.json"), std::string::npos) << job.output();
+  EXPECT_EQ(job.output().find("tandem: serving"), std::string::npos);
+}
+
 TEST(Serve, RankCountMustMatchTheDeployment) {
   TempDir dir;
   const auto config = dir.path() / "deploy.yaml";
