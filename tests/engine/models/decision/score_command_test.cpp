@@ -8,37 +8,11 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/models/decision/decision_model.h"
-#include "launch/commands.h"
 #include "tests/engine/models/decision/decision_test_util.h"
+#include "tests/engine/models/decision/score_cli.h"
 
 namespace tandem::models::decision::testing {
 namespace {
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-CommandResult run_cli(std::vector<std::string> args) {
-  CLI::App app{"tandem"};
-  app.require_subcommand(1);
-  CommandResult r;
-  launch::add_score_command(app, r.exit_code);
-  std::ostringstream out, err;
-  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
-  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
-  std::reverse(args.begin(), args.end());
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    r.exit_code = app.exit(e);
-  }
-  std::cout.rdbuf(old_out);
-  std::cerr.rdbuf(old_err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 class ScoreCommand : public ::testing::Test {
  protected:
