@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for bench/cuda_scorer_bench.cpp: what a user would run instead of tandem.
+"""PyTorch baseline for bench/cuda_scorer/ (cuda_scorer_bench): what a user would run instead of tandem.
 
 The Laya compat DecisionModel (scorer.md §1) on the ModernBERT-large shape with random weights: the HF
 `ModernBertModel` encoder (28 layers, d 1024, 16 heads, GeGLU 2624, vocab 50,368, global attention every

@@ -1,0 +1,9 @@
+# cuda_scorer_bench's sources, shared by the real build (bench/) and the emulator's (tests/engine/cuda/).
+set(TANDEM_CUDA_SCORER_BENCH_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/main.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/random_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/workloads.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/timing.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/step_profile.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernel_study.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/variants.cpp)
