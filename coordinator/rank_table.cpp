@@ -64,6 +64,13 @@ void RankTable::set_gone(int rank) {
   }
 }
 
+void RankTable::Entry::take_inflight(std::vector<InflightBatch>& out) {
+  for (auto& [id, b] : inflight) out.push_back(std::move(b));
+  inflight.clear();
+  view.inflight_batches = 0;
+  view.inflight_tokens = 0;
+}
+
 std::vector<InflightBatch> RankTable::set_dead(int rank, std::string why) {
   std::vector<InflightBatch> lost;
   {
@@ -71,10 +78,7 @@ std::vector<InflightBatch> RankTable::set_dead(int rank, std::string why) {
     Entry& e = ranks_[static_cast<size_t>(rank)];
     e.view.state = RankState::kDead;
     e.view.detail = std::move(why);
-    for (auto& [id, b] : e.inflight) lost.push_back(std::move(b));
-    e.inflight.clear();
-    e.view.inflight_batches = 0;
-    e.view.inflight_tokens = 0;
+    e.take_inflight(lost);
   }
   changed_.notify_all();
   return lost;
@@ -84,12 +88,7 @@ std::vector<InflightBatch> RankTable::take_all_inflight() {
   std::vector<InflightBatch> out;
   {
     std::lock_guard lock(mutex_);
-    for (Entry& e : ranks_) {
-      for (auto& [id, b] : e.inflight) out.push_back(std::move(b));
-      e.inflight.clear();
-      e.view.inflight_batches = 0;
-      e.view.inflight_tokens = 0;
-    }
+    for (Entry& e : ranks_) e.take_inflight(out);
   }
   changed_.notify_all();
   return out;

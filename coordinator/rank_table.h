@@ -79,6 +79,8 @@ class RankTable {
     RankView view;
     Clock::time_point last_beat;
     std::map<uint64_t, InflightBatch> inflight;
+    // Moves every in-flight batch to `out` and zeroes the rank's load.
+    void take_inflight(std::vector<InflightBatch>& out);
   };
   std::optional<int> least_loaded_locked() const;
 

@@ -5,17 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/overloaded.h"
 #include "worker/wire_impl.h"
 
 namespace tandem::worker {
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
 
 void write_body(WireWriter& w, const Message& m) {
   std::visit(Overloaded{

@@ -7,6 +7,7 @@
 #include <new>
 #include <variant>
 
+#include "engine/core/overloaded.h"
 #include "engine/core/thread_pool.h"
 #include "engine/cpu/cpu_backend_impl.h"
 #include "engine/cpu/ops_impl.h"
@@ -15,13 +16,6 @@
 
 namespace tandem::cpu {
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 uint32_t real_rows(const ir::Batch& batch, ir::Rows rows) {
   switch (rows) {

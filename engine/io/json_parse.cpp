@@ -1,8 +1,6 @@
 // Strict JSON parsing and file reading for engine/io (duplicate keys, depth cap, bounded reads).
 #include "engine/io/json_parse_impl.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "engine/io/hf_config.h"
+#include "engine/io/regular_file_impl.h"
 
 namespace tandem::io {
 namespace {
@@ -90,36 +89,23 @@ Result<json> parse_json_strict(std::string_view text, std::string_view origin, s
 }
 
 Result<std::string> read_file_capped(const std::string& path, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return Error::make(err == ENOENT ? ErrorKind::kNotFound : ErrorKind::kIo, "{}: cannot open: {}", path,
-                       std::strerror(err));
+  TANDEM_ASSIGN(const RegularFile file, RegularFile::open(path));
+  if (file.size() > max_bytes) {
+    return Error::make(ErrorKind::kFormat, "{}: file is {} bytes, more than the {} allowed", path, file.size(),
+                       max_bytes);
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error::make(ErrorKind::kIo, "{}: not a regular file", path);
-  }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return Error::make(ErrorKind::kFormat, "{}: file is {} bytes, more than the {} allowed", path,
-                       static_cast<uint64_t>(st.st_size), max_bytes);
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
+  std::string text(static_cast<size_t>(file.size()), '\0');
   size_t done = 0;
   while (done < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    const ssize_t n = ::read(file.fd(), text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = errno;
-      ::close(fd);
       return Error::make(ErrorKind::kIo, "{}: read failed after {} bytes: {}", path, done,
                          n == 0 ? "unexpected end of file" : std::strerror(err));
     }
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   return text;
 }
 

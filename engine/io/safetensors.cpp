@@ -3,10 +3,8 @@
 // huggingface/safetensors: u64 LE header length, header JSON, then a data region tensors tile exactly.
 #include "engine/io/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -21,6 +19,7 @@
 
 #include "engine/io/hf_config.h"  // read_json_file
 #include "engine/io/json_parse_impl.h"
+#include "engine/io/regular_file_impl.h"
 
 namespace tandem::io {
 namespace {
@@ -180,26 +179,15 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return Error::make(err == ENOENT ? ErrorKind::kNotFound : ErrorKind::kIo, "{}: cannot open: {}", path,
-                       std::strerror(err));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error::make(ErrorKind::kIo, "{}: not a regular file", path);
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
+  TANDEM_ASSIGN(const RegularFile opened, RegularFile::open(path));
+  const uint64_t size = opened.size();
   if (size < 8) {
-    ::close(fd);
     return Error::make(ErrorKind::kFormat, "{}: file is {} bytes, too short for the 8-byte header length", path,
                        size);
   }
-  void* map = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+  // The mapping keeps the file alive after `opened` closes its descriptor.
+  void* map = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, opened.fd(), 0);
   const int map_err = errno;
-  ::close(fd);  // the mapping keeps the file alive
   if (map == MAP_FAILED) {
     return Error::make(ErrorKind::kIo, "{}: mmap of {} bytes failed: {}", path, size, std::strerror(map_err));
   }

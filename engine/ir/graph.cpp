@@ -3,6 +3,8 @@
 
 #include <type_traits>
 
+#include "engine/core/overloaded.h"
+
 namespace tandem::ir {
 
 const char* to_string(Rows rows) {
@@ -40,15 +42,6 @@ uint32_t Graph::add_cache(std::string name, uint32_t width) {
   caches.push_back({std::move(name), width});
   return static_cast<uint32_t>(caches.size() - 1);
 }
-
-namespace {
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
-}  // namespace
 
 const char* op_name(const Op& op) {
   return std::visit(
