@@ -2,7 +2,10 @@
 # Serving throughput and latency on the GPU machine (two GPUs): builds tandem and tandem-loadgen, makes a
 # random ModernBERT-large compat checkpoint and a pool of W1-shaped questions, then for 1 and 2 CUDA scorer
 # ranks launches the job, drives it closed loop (questions/s at saturation) and open loop at a fixed rate
-# (p50/p99), and prints a table last. SCORERS picks the rank counts (default "1 2"). Logs go to $OUT (default ./serve-out).
+# (p50/p99), and prints a table last. SCORERS picks the rank counts (default "1 2"). Saturation scales
+# with the ranks: REQUESTS and CONNECTIONS are per scorer rank. While the closed loop runs, the busiest
+# threads (coordinator "http-io", "batcher", "mpi", the workers, the load generator) are sampled with top
+# to threads-N.txt, to tell a coordinator limit from a device limit. Logs go to $OUT (default ./serve-out).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,14 +55,18 @@ run_job() {  # run_job SCORERS
   done
   "$BUILD/bench/tandem-loadgen" --url "http://127.0.0.1:$port" --input "$POOL" --per-request 1 \
     --requests 2000 --connections 64 > "$OUT/warm-$n.json" 2>&1
+  # Two 3 s samples of per-thread CPU, taken inside the closed loop (the first second is ramp-up).
+  (sleep 1; top -H -b -d 3 -n 2 -w 160 -o %CPU | awk '/^top -/ {k = 0} {if (k++ < 28) print}') \
+    > "$OUT/threads-$n.txt" 2>&1 &
   "$BUILD/bench/tandem-loadgen" --url "http://127.0.0.1:$port" --input "$POOL" --per-request 1 \
-    --requests "$REQUESTS" --connections "$CONNECTIONS" > "$OUT/closed-$n.json" 2>&1
+    --requests $(( REQUESTS * n )) --connections $(( CONNECTIONS * n )) > "$OUT/closed-$n.json" 2>&1
+  wait $!
   local qps
   qps=$(python3 -c "import json;print(int(json.load(open('$OUT/closed-$n.json'))['questions_per_s']))" 2>/dev/null || echo 0)
   local rate=$(( qps * 7 / 10 ))
   [ "$rate" -gt 0 ] || rate=100
   "$BUILD/bench/tandem-loadgen" --url "http://127.0.0.1:$port" --input "$POOL" --per-request 1 \
-    --requests $(( rate * 10 )) --connections "$CONNECTIONS" --rate "$rate" > "$OUT/open-$n.json" 2>&1
+    --requests $(( rate * 10 )) --connections $(( CONNECTIONS * n )) --rate "$rate" > "$OUT/open-$n.json" 2>&1
   python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:$port/metrics').read().decode())" \
     > "$OUT/metrics-$n.txt" 2>&1
   kill -INT "$job" 2>/dev/null; wait "$job" 2>/dev/null
@@ -68,6 +75,10 @@ run_job() {  # run_job SCORERS
 
 SCORERS=${SCORERS:-1 2}  # SCORERS=1 on a one-GPU machine
 for n in $SCORERS; do run_job "$n"; done
+for n in $SCORERS; do  # the second (in-loop) sample of each closed loop
+  echo "== busiest threads during the closed loop, $n scorer(s)"
+  awk '/^top -/ {k++} k == 2' "$OUT/threads-$n.txt" | sed -n '7,20p'
+done
 python3 - "$OUT" $SCORERS <<'PY'
 import json, sys
 out, counts = sys.argv[1], [int(n) for n in sys.argv[2:]]
