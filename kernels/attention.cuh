@@ -1,5 +1,5 @@
-// Helpers shared by the attention kernels (scorer.md §2 Attention): key windows, anchored tiles and
-// loads of q, k and v columns with RoPE fused. Included by prelude.cuh after its primitives.
+// Helpers shared by the attention kernels (scorer.md §2 Attention): key windows, anchored tiles,
+// loads of q, k and v columns with RoPE fused, and the tensor-core kernels' online-softmax step. Included by prelude.cuh after its primitives.
 #pragma once
 
 namespace tandem::kernels {
@@ -81,6 +81,53 @@ TK_DEV void load_key_value(const AttentionArgs& a, const AttentionBlock& b, unsi
   load_head_pair(src + b.k_col, j, a.cos, a.sin, b.position(key), k[0], k[1]);
   v[0] = to_f32(src[b.v_col + j]);
   v[1] = to_f32(src[b.v_col + j + 32]);
+}
+
+// One 64-key step of the online softmax in the tensor-core kernels' fragment layout: this thread's rows
+// rr = 0, 1 (rows g and g + 8 of its warp's 16) hold the scores s[nt][2rr + e] of keys kb + 8nt + 2tq + e,
+// and the 4 threads of a row group share the row. Keys outside a row's [w_lo, w_hi) are masked (a row
+// with w_lo = w_hi sees none); s becomes the step's exp(s − m), o and l are rescaled to the new row
+// maximum m. With kRoundP each p is rounded to f16 before it is summed, so that a P·V on f16 p weighs the
+// values by exactly the p that l adds up.
+template <bool kRoundP>
+TK_DEV void online_softmax_step(float (&s)[8][4], float (&o)[8][4], float (&m)[2], float (&l)[2], unsigned kb,
+                                unsigned tq, const unsigned (&w_lo)[2], const unsigned (&w_hi)[2]) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float mx = neg_inf();
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const unsigned key = kb + nt * 8 + 2 * tq + e;
+        float& v = s[nt][2 * rr + e];
+        if (key - w_lo[rr] >= w_hi[rr] - w_lo[rr]) v = neg_inf();  // outside [w_lo, w_hi)
+        mx = fmaxf(mx, v);
+      }
+    }
+    mx = fmaxf(mx, shfl_xor(mx, 1));
+    mx = fmaxf(mx, shfl_xor(mx, 2));
+    const float mn = fmaxf(m[rr], mx);
+    const float base = mn == neg_inf() ? 0.0f : mn;  // a row with nothing visible yet stays all zero
+    const float corr = fast_exp(m[rr] - base);
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& v = s[nt][2 * rr + e];
+        v = fast_exp(v - base);
+        if (kRoundP) v = h2f(f2h(v));
+        sum += v;
+      }
+      o[nt][2 * rr] *= corr;
+      o[nt][2 * rr + 1] *= corr;
+    }
+    sum += shfl_xor(sum, 1);
+    sum += shfl_xor(sum, 2);
+    l[rr] = l[rr] * corr + sum;
+    m[rr] = mn;
+  }
 }
 
 }  // namespace tandem::kernels

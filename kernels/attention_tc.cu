@@ -72,7 +72,8 @@ __device__ __forceinline__ void attention_tc(const AttentionArgs& a) {
     ql[kk][3] = ld32(&k_lo[qr + g + 8][c + 8]);
   }
 
-  // This thread's two rows: g and g + 8 of the warp's 16 (accumulator elements 0-1 and 2-3).
+  // This thread's two rows: g and g + 8 of the warp's 16 (accumulator elements 0-1 and 2-3); rows past
+  // q1 see no keys.
   bool live[2];
   unsigned w_lo[2], w_hi[2];
   float m[2], l[2];
@@ -81,6 +82,7 @@ __device__ __forceinline__ void attention_tc(const AttentionArgs& a) {
     const unsigned row = t0 + qr + g + 8u * rr;
     live[rr] = row < q1;
     key_range(row, lo, hi, a.window, w_lo[rr], w_hi[rr]);
+    if (!live[rr]) w_lo[rr] = w_hi[rr] = 0;
     m[rr] = neg_inf();
     l[rr] = 0.0f;
   }
@@ -117,42 +119,8 @@ __device__ __forceinline__ void attention_tc(const AttentionArgs& a) {
       }
     }
 
-    // Mask, then the online softmax of each row (a row's 64 scores live in the 4 threads of its group).
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float mx = neg_inf();
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const unsigned key = kb + nt * 8 + 2 * t + e;
-          float& v = s[nt][2 * rr + e];
-          if (!live[rr] || key < w_lo[rr] || key >= w_hi[rr]) v = neg_inf();
-          mx = fmaxf(mx, v);
-        }
-      }
-      mx = fmaxf(mx, shfl_xor(mx, 1));
-      mx = fmaxf(mx, shfl_xor(mx, 2));
-      const float mn = fmaxf(m[rr], mx);
-      const float base = mn == neg_inf() ? 0.0f : mn;  // a row with nothing visible yet stays all zero
-      const float corr = fast_exp(m[rr] - base);
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& v = s[nt][2 * rr + e];
-          v = fast_exp(v - base);
-          sum += v;
-        }
-        o[nt][2 * rr] *= corr;
-        o[nt][2 * rr + 1] *= corr;
-      }
-      sum += shfl_xor(sum, 1);
-      sum += shfl_xor(sum, 2);
-      l[rr] = l[rr] * corr + sum;
-      m[rr] = mn;
-    }
+    // Mask, then the online softmax of each row (P·V below splits p, so p is not rounded here).
+    online_softmax_step<false>(s, o, m, l, kb, t, w_lo, w_hi);
 
     // o += P · v: the score accumulators of key tiles 2kk and 2kk + 1 are exactly the A fragment of
     // key step kk, so P never leaves registers.

@@ -37,26 +37,26 @@ TK_DEV void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)
 // Four 8×8 matrices of b16: lanes 8i..8i+7 give the 16-byte rows of matrix i (16-byte aligned, in
 // shared memory); r[i] is this lane's pair of matrix i: row lane/4, columns 2(lane%4) and 2(lane%4)+1
 // (the lower column in the low half). The trans form gives column lane/4 of rows 2(lane%4) and +1.
-TK_DEV void ldmatrix_x4(unsigned (&r)[4], const void* row) {
+template <bool kTrans>
+TK_DEV void ldmatrix_x4_form(unsigned (&r)[4], const void* row) {
 #if TK_SM80
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(row))
-               : "memory");
+#define TK_LDMATRIX_X4(form)                                                                   \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4" form ".shared.b16 {%0,%1,%2,%3}, [%4];"          \
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                 \
+               : "r"(smem_addr(row))                                                            \
+               : "memory")
+  if constexpr (kTrans) {
+    TK_LDMATRIX_X4(".trans");
+  } else {
+    TK_LDMATRIX_X4("");
+  }
+#undef TK_LDMATRIX_X4
 #else
   __trap();
 #endif
 }
-TK_DEV void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
-#if TK_SM80
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(row))
-               : "memory");
-#else
-  __trap();
-#endif
-}
+TK_DEV void ldmatrix_x4(unsigned (&r)[4], const void* row) { ldmatrix_x4_form<false>(r, row); }
+TK_DEV void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) { ldmatrix_x4_form<true>(r, row); }
 
 // 16 bytes from global to shared memory (both 16-byte aligned) without passing through registers, or
 // 16 zero bytes when !fill (src is then not read). Complete after cp_async_wait and visible to the

@@ -6,7 +6,9 @@
 # $BUDGET seconds (default 470): steps get at most what is left, optional ones are dropped when late.
 # The benchmark also times every backend variant (TANDEM_CUDA_ATTENTION=tc2|tc2split|tc|simt, GEMM row
 # tiers, timing and probe off) end to end, and the attention kernels and GEMM candidates one by one; the
-# tables are last.
+# tables are last. BENCH_ARGS replaces the benchmark's parts (default: --profile --study --variants).
+# SERVE_SCORERS="1" (or "1 2" on two GPUs) also builds the service and runs tools/gpu-serve-bench.sh
+# last, with what is left of the budget; its table follows the others.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -61,7 +63,10 @@ grep -hE "tandem: CUDA backend" "$OUT"/configure*.log | sed 's/^/    /'
 
 # Only what the GPU run needs: every test labelled gpu, and the benchmark.
 GPU_TESTS=$(cd "$BUILD" 2>/dev/null && ctest -L gpu -N 2>/dev/null | awk '/Test +#/ {print $3}')
-step build 420 cmake --build "$BUILD" -j"$JOBS" --target $GPU_TESTS cuda_scorer_bench
+SERVE_SCORERS=${SERVE_SCORERS:-}
+SERVE_TARGETS=""
+if [ -n "$SERVE_SCORERS" ]; then SERVE_TARGETS="tandem tandem-loadgen"; fi
+step build 420 cmake --build "$BUILD" -j"$JOBS" --target $GPU_TESTS cuda_scorer_bench $SERVE_TARGETS
 
 step tests 240 bash -c "cd '$BUILD' && ctest -L gpu -V --timeout 240 -j1"
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/tests.log" | sed 's/^/    /'
@@ -73,7 +78,8 @@ grep -hE "FP16 vs CPU|FP16 \(attention|fixture F|bit-identical|plan 160/40/160|k
 # default backend runs first; then the kernel studies and the variants (each writes its JSON as it goes).
 QUICK=""
 if [ "$(elapsed)" -gt 250 ]; then QUICK=--quick; fi
-step bench 200 "$BUILD/bench/cuda_scorer_bench" --profile --study --variants --json "$OUT/tandem.json" $QUICK
+# shellcheck disable=SC2086  # BENCH_ARGS is a list of flags
+step bench 200 "$BUILD/bench/cuda_scorer_bench" ${BENCH_ARGS:---profile --study --variants} --json "$OUT/tandem.json" $QUICK
 if ! grep -q '"w1"' "$OUT/tandem.json" 2>/dev/null && [ "$(elapsed)" -lt 400 ]; then
   # Nothing measured: the previous kernels and whole-bucket GEMMs, to have numbers at all.
   step bench-fallback 90 env TANDEM_CUDA_ATTENTION=tc TANDEM_CUDA_GEMM_TIERS=0 \
@@ -103,6 +109,9 @@ if [ -x "$SANITIZER" ] && [ -x "$KTEST" ] && [ "$(elapsed)" -lt 400 ]; then
 fi
 if [ -x "$SANITIZER" ] && [ -x "$KTEST" ] && [ "$(elapsed)" -lt 420 ]; then
   step racecheck 90 "$SANITIZER" --tool racecheck --error-exitcode 9 "$KTEST" --gtest_filter='*Attention*'
+fi
+if [ -n "$SERVE_SCORERS" ]; then
+  step serve 400 env SKIP_BUILD=1 BUILD="$BUILD" SCORERS="$SERVE_SCORERS" OUT="$OUT/serve" "$ROOT/tools/gpu-serve-bench.sh"
 fi
 
 echo
@@ -139,6 +148,10 @@ for key, label in (("w1", "W1 p50/p95/p99 ms"), ("w3", "W3 one batch p50/p95/p99
           f"{ratio(tk.get('p50_ms'), pk.get('p50_ms')):>9}")
 if "w3_split" in t:
     print(f"{'  W3 split buckets':26}{t['w3_split'].get('buckets', ''):>24}")
+if "p50_ms" in t.get("serving", {}):
+    sv = t["serving"]
+    print(f"{'serving batch p50/p95/p99':26}{lat(t, 'serving'):>24}   {sv['questions']} W1 questions, "
+          f"{sv['questions_per_s']:,.0f} questions/s, bucket {sv['bucket']}")
 pt = {r["tokens"]: r for r in p.get("throughput", [])}
 for r in t.get("throughput", []):
     q = pt.get(r["tokens"], {})
@@ -154,7 +167,7 @@ print(f"{'plans (all lowered)':26}{mib(m.get('plans_bytes')):>24}{'peak ' + mib(
 for b, v in m.get("plan_by_bucket", {}).items():
     if b in ("160/40/160", "512/128/512", "4096/1024/4096"):
         print(f"{'  plan ' + b:26}{mib(v):>24}")
-for name in ("w1", "w3"):
+for name in ("w1", "w3", "serving"):
     prof = t.get("profile", {}).get(name, {})
     if "categories" in prof:
         cats = sorted(prof["categories"].items(), key=lambda kv: -kv[1]["ms"])
@@ -192,3 +205,7 @@ for v in variants:
           f"{v['tokens_per_s_4096']:>12,.0f}  {same}")
 print("goals: W1 p50 <= 0.5 ms, W3 p50 <= 8 ms, >= 600,000 tokens/s at 4096")
 PY
+if [ -n "$SERVE_SCORERS" ]; then
+  echo "== serving (tools/gpu-serve-bench.sh, SCORERS=\"$SERVE_SCORERS\")"
+  tail -n 12 "$OUT/serve.log" 2>/dev/null
+fi

@@ -80,6 +80,8 @@ Workloads make_workloads(bool tiny, const ir::BucketTable& table, const ir::Exec
     for (uint32_t s = 0; s < tokens / 128; ++s) add_question(b, 128, 4, state);
     w.full.push_back(std::move(b));
   }
+  const uint32_t serving_tokens = tiny ? 512 : 4096;
+  for (uint32_t s = 0; s < serving_tokens / 136; ++s) add_question(w.serving, 136, 4, state);
   return w;
 }
 

@@ -1,6 +1,7 @@
 // The benchmark's batches (scorer.md §4): W1 = one `choice` question with 4 options over a 96-token state
 // (136 tokens); W3 = ten questions over a 512-token state (5,120 tokens), as one batch and split by bucket
-// cost the way the batcher would; full buckets of 128-token questions from 512 to 16,384 tokens.
+// cost the way the batcher would; full buckets of 128-token questions from 512 to 16,384 tokens; and the
+// serving batch: as many W1 questions as a 4,096-token batch holds (30), what the serving job runs.
 #pragma once
 
 #include <string>
@@ -18,6 +19,7 @@ struct Workloads {
   std::string w3_split;  // its buckets
   uint32_t w3_len = 0;
   std::vector<ir::Batch> full;  // 512 .. 16384 tokens
+  ir::Batch serving;            // 30 W1-shaped questions (4,080 tokens)
 };
 
 Workloads make_workloads(bool tiny, const ir::BucketTable& table, const ir::Executor& exec);

@@ -29,21 +29,6 @@ cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// The descriptors of one GEMM for m rows; destroyed unless released to a Gemm.
-struct Descs {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  Descs() = default;
-  Descs(const Descs&) = delete;
-  Descs& operator=(const Descs&) = delete;
-  ~Descs() {
-    if (desc != nullptr) (void)cublasLtMatmulDescDestroy(desc);
-    if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
-    if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
-    if (c != nullptr) (void)cublasLtMatrixLayoutDestroy(c);
-  }
-};
-
 template <class T>
 Status set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& value) {
   TANDEM_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)));
@@ -58,7 +43,7 @@ Status set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes
 
 // Row-major out[m, n] = a[m, k] · w[n, k]ᵀ is column-major outᵀ[n, m] = op(W)[n, k] · aᵀ[k, m], with W
 // the weight read as a column-major k×n matrix (ld k) and transposed.
-Status make_descs(const GemmShape& s, uint32_t m, const float* bias, Descs& d) {
+Status make_descs(const GemmShape& s, uint32_t m, const float* bias, GemmDescs& d) {
   TANDEM_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&d.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(CUBLAS_OP_T)));
   TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(CUBLAS_OP_N)));
@@ -115,7 +100,7 @@ Result<const std::vector<cublasLtMatmulAlgo_t>*> GemmAlgos::ranked(const GemmSha
                                                                    const float* bias, int count) {
   const auto key = std::make_tuple(shape, rows, count);
   if (auto it = ranked_.find(key); it != ranked_.end()) return &it->second;
-  Descs d;
+  GemmDescs d;
   TANDEM_TRY(make_descs(shape, rows, bias, d));
   std::vector<cublasLtMatmulAlgo_t> out;
   // First ask for single-pass reductions only; if that filter leaves nothing, ask for everything and
@@ -161,7 +146,7 @@ Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAl
   key.append(reinterpret_cast<const char*>(&candidate), sizeof(candidate));
   if (auto it = same_.find(key); it != same_.end()) return it->second;
   const uint32_t rows = kRankedRows;
-  Descs d;
+  GemmDescs d;
   TANDEM_TRY(make_descs(shape, rows, bias, d));
   cublasLtMatmulHeuristicResult_t check{};
   for (const cublasLtMatmulAlgo_t* algo : {&reference, &candidate}) {
@@ -243,14 +228,15 @@ Result<size_t> GemmAlgos::fastest(const GemmShape& shape, uint32_t m,
 Result<Gemm> Gemm::make(const Device& device, GemmAlgos& algos, const GemmShape& shape, uint32_t m,
                         const GemmOperands& ops) {
   TANDEM_ASSIGN(const std::vector<cublasLtMatmulAlgo_t>* ranking, algos.ranked(shape, kRankedRows, ops.bias));
-  Descs d;
-  TANDEM_TRY(make_descs(shape, m, ops.bias, d));
+  GemmDescs descs;
+  TANDEM_TRY(make_descs(shape, m, ops.bias, descs));
+  Gemm g(shape, m, ops, std::move(descs));
+  const GemmDescs& d = g.descs_;
   auto takes = [&](const cublasLtMatmulAlgo_t& algo) {
     cublasLtMatmulHeuristicResult_t check{};
     return cublasLtMatmulAlgoCheck(device.lt(), d.desc, d.a, d.b, d.c, d.c, &algo, &check) == CUBLAS_STATUS_SUCCESS &&
            check.workspaceSize <= device.workspace_bytes();
   };
-  Gemm g;
   for (size_t i = 0; i < ranking->size() && g.rank_ < 0; ++i) {
     if (!takes((*ranking)[i])) continue;
     g.algo_ = (*ranking)[i];
@@ -293,19 +279,12 @@ Result<Gemm> Gemm::make(const Device& device, GemmAlgos& algos, const GemmShape&
     g.faster_ = place[pick];
   }
   g.reference_ = (*ranking)[static_cast<size_t>(g.rank_)];
-  g.shape_ = shape;
-  g.m_ = m;
-  g.ops_ = ops;
-  g.desc_ = std::exchange(d.desc, nullptr);
-  g.a_ = std::exchange(d.a, nullptr);
-  g.b_ = std::exchange(d.b, nullptr);
-  g.c_ = std::exchange(d.c, nullptr);
   return g;
 }
 
 Result<Gemm> Gemm::with_algo(const Device& device, const GemmShape& shape, uint32_t m, const GemmOperands& ops,
                              const cublasLtMatmulAlgo_t& algo) {
-  Descs d;
+  GemmDescs d;
   TANDEM_TRY(make_descs(shape, m, ops.bias, d));
   cublasLtMatmulHeuristicResult_t check{};
   TANDEM_CUBLASLT_CHECK(cublasLtMatmulAlgoCheck(device.lt(), d.desc, d.a, d.b, d.c, d.c, &algo, &check));
@@ -313,58 +292,37 @@ Result<Gemm> Gemm::with_algo(const Device& device, const GemmShape& shape, uint3
     return Error::make(ErrorKind::kUnsupported, "{}: the algorithm needs {} B of workspace", shape.describe(),
                        check.workspaceSize);
   }
-  Gemm g;
+  Gemm g(shape, m, ops, std::move(d));
   g.algo_ = g.reference_ = algo;
-  g.shape_ = shape;
-  g.m_ = m;
-  g.ops_ = ops;
-  g.desc_ = std::exchange(d.desc, nullptr);
-  g.a_ = std::exchange(d.a, nullptr);
-  g.b_ = std::exchange(d.b, nullptr);
-  g.c_ = std::exchange(d.c, nullptr);
   return g;
 }
 
-void Gemm::release() {
-  if (desc_ != nullptr) (void)cublasLtMatmulDescDestroy(desc_);
-  if (a_ != nullptr) (void)cublasLtMatrixLayoutDestroy(a_);
-  if (b_ != nullptr) (void)cublasLtMatrixLayoutDestroy(b_);
-  if (c_ != nullptr) (void)cublasLtMatrixLayoutDestroy(c_);
-  desc_ = nullptr;
-  a_ = b_ = c_ = nullptr;
-}
+GemmDescs::GemmDescs(GemmDescs&& o) noexcept
+    : desc(std::exchange(o.desc, nullptr)),
+      a(std::exchange(o.a, nullptr)),
+      b(std::exchange(o.b, nullptr)),
+      c(std::exchange(o.c, nullptr)) {}
 
-Gemm::~Gemm() { release(); }
-
-Gemm::Gemm(Gemm&& o) noexcept
-    : shape_(o.shape_),
-      m_(o.m_),
-      ops_(o.ops_),
-      desc_(std::exchange(o.desc_, nullptr)),
-      a_(std::exchange(o.a_, nullptr)),
-      b_(std::exchange(o.b_, nullptr)),
-      c_(std::exchange(o.c_, nullptr)),
-      algo_(o.algo_),
-      reference_(o.reference_),
-      rank_(o.rank_),
-      faster_(o.faster_) {}
-
-Gemm& Gemm::operator=(Gemm&& o) noexcept {
+GemmDescs& GemmDescs::operator=(GemmDescs&& o) noexcept {
   if (this != &o) {
     release();
-    shape_ = o.shape_;
-    m_ = o.m_;
-    ops_ = o.ops_;
-    desc_ = std::exchange(o.desc_, nullptr);
-    a_ = std::exchange(o.a_, nullptr);
-    b_ = std::exchange(o.b_, nullptr);
-    c_ = std::exchange(o.c_, nullptr);
-    algo_ = o.algo_;
-    reference_ = o.reference_;
-    rank_ = o.rank_;
-    faster_ = o.faster_;
+    desc = std::exchange(o.desc, nullptr);
+    a = std::exchange(o.a, nullptr);
+    b = std::exchange(o.b, nullptr);
+    c = std::exchange(o.c, nullptr);
   }
   return *this;
+}
+
+GemmDescs::~GemmDescs() { release(); }
+
+void GemmDescs::release() {
+  if (desc != nullptr) (void)cublasLtMatmulDescDestroy(desc);
+  if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
+  if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
+  if (c != nullptr) (void)cublasLtMatrixLayoutDestroy(c);
+  desc = nullptr;
+  a = b = c = nullptr;
 }
 
 std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
@@ -392,8 +350,9 @@ Status Gemm::run(const Device& device) const {
   const float alpha = 1.0f, beta = shape_.accumulate ? 1.0f : 0.0f;
   // INVARIANT: lowering sized every operand for m_ rows of this shape (w [n,k], a [m,k], out [m,n]) and
   // the workspace is used by nothing else: every GEMM of the backend runs in order on its one stream.
-  TANDEM_CUBLASLT_CHECK(cublasLtMatmul(device.lt(), desc_, &alpha, ops_.w, a_, ops_.a, b_, &beta, ops_.out, c_,
-                                       ops_.out, c_, &algo_, device.workspace(), device.workspace_bytes(),
+  const GemmDescs& d = descs_;
+  TANDEM_CUBLASLT_CHECK(cublasLtMatmul(device.lt(), d.desc, &alpha, ops_.w, d.a, ops_.a, d.b, &beta, ops_.out, d.c,
+                                       ops_.out, d.c, &algo_, device.workspace(), device.workspace_bytes(),
                                        device.stream()));
   return {};
 }

@@ -6,6 +6,7 @@
 #include <cublasLt.h>
 
 #include <compare>
+#include <utility>
 #include <map>
 #include <set>
 #include <string>
@@ -86,6 +87,21 @@ struct GemmOperands {
   const float* bias = nullptr; // [n] f32, for the bias epilogues
 };
 
+// The cuBLASLt descriptors of one GEMM for m rows: move-only, destroyed with their owner.
+struct GemmDescs {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  GemmDescs() = default;
+  GemmDescs(GemmDescs&& other) noexcept;
+  GemmDescs& operator=(GemmDescs&& other) noexcept;
+  GemmDescs(const GemmDescs&) = delete;
+  GemmDescs& operator=(const GemmDescs&) = delete;
+  ~GemmDescs();
+
+ private:
+  void release();
+};
+
 // One GEMM of a plan: descriptors for the bucket's m rows and the algorithm chosen for them.
 class Gemm {
  public:
@@ -94,11 +110,8 @@ class Gemm {
   // A GEMM on a given algorithm (the benchmark's study of candidates); fails when it cannot take m rows.
   static Result<Gemm> with_algo(const Device& device, const GemmShape& shape, uint32_t m, const GemmOperands& ops,
                                 const cublasLtMatmulAlgo_t& algo);
-  ~Gemm();
-  Gemm(Gemm&& other) noexcept;
-  Gemm& operator=(Gemm&& other) noexcept;
-  Gemm(const Gemm&) = delete;
-  Gemm& operator=(const Gemm&) = delete;
+  Gemm(Gemm&& other) noexcept = default;
+  Gemm& operator=(Gemm&& other) noexcept = default;
 
   // Enqueues the GEMM on the device stream (also while a graph is being captured).
   Status run(const Device& device) const;
@@ -110,13 +123,12 @@ class Gemm {
   const cublasLtMatmulAlgo_t& reference() const { return reference_; }  // the shape's reference
 
  private:
-  Gemm() = default;
-  void release();
+  Gemm(const GemmShape& shape, uint32_t m, const GemmOperands& ops, GemmDescs descs)
+      : shape_(shape), m_(m), ops_(ops), descs_(std::move(descs)) {}
   GemmShape shape_;
   uint32_t m_ = 0;
   GemmOperands ops_;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  GemmDescs descs_;
   cublasLtMatmulAlgo_t algo_{}, reference_{};
   int rank_ = -1;
   int faster_ = -1;

@@ -2,19 +2,10 @@
 // the host as it launches each step, or captured as event nodes of a graph that replays the steps.
 #include "engine/cuda/check_impl.h"
 #include "engine/cuda/plan_impl.h"
+#include "engine/cuda/timing_impl.h"
 
 namespace tandem::cuda {
 namespace {
-
-// The events of one profile, destroyed on every path out.
-struct Events {
-  std::vector<cudaEvent_t> e;
-  ~Events() {
-    for (cudaEvent_t x : e) {
-      if (x != nullptr) (void)cudaEventDestroy(x);
-    }
-  }
-};
 
 struct GraphPair {
   cudaGraph_t graph = nullptr;
@@ -46,8 +37,7 @@ Result<std::vector<StepTime>> CudaPlan::profile(const ir::Batch& batch, bool in_
   const cudaStream_t s = device_->stream();
   const size_t tier = tier_for(batch.tokens());
   Events ev;
-  ev.e.assign(steps_.size() + 1, nullptr);
-  for (cudaEvent_t& e : ev.e) TANDEM_CUDA_CHECK(cudaEventCreate(&e));
+  TANDEM_TRY(ev.create(steps_.size() + 1));
   // INVARIANT: both index buffers hold index_.words u32; the copy precedes the steps on the one stream.
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(index_dev_.data(), index_host_.data(), index_.words * sizeof(uint32_t),
                                     cudaMemcpyHostToDevice, s));

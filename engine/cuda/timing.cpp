@@ -9,26 +9,24 @@
 #include "engine/cuda/check_impl.h"
 
 namespace tandem::cuda {
-namespace {
 
-// Events of a timing run, destroyed on every path out.
-struct Events {
-  std::vector<cudaEvent_t> e;
-  ~Events() {
-    for (cudaEvent_t x : e) {
-      if (x != nullptr) (void)cudaEventDestroy(x);
-    }
+Events::~Events() {
+  for (cudaEvent_t x : e) {
+    if (x != nullptr) (void)cudaEventDestroy(x);
   }
-};
+}
 
-}  // namespace
+Status Events::create(size_t count) {
+  e.assign(count, nullptr);
+  for (cudaEvent_t& x : e) TANDEM_CUDA_CHECK(cudaEventCreate(&x));
+  return {};
+}
 
 Result<double> median_us(const Device& device, const std::function<Status()>& launch, int reps, int warm) {
   const cudaStream_t s = device.stream();
   for (int i = 0; i < warm; ++i) TANDEM_TRY(launch());
   Events ev;
-  ev.e.assign(static_cast<size_t>(std::max(1, reps)) + 1, nullptr);
-  for (cudaEvent_t& e : ev.e) TANDEM_CUDA_CHECK(cudaEventCreate(&e));
+  TANDEM_TRY(ev.create(static_cast<size_t>(std::max(1, reps)) + 1));
   TANDEM_CUDA_CHECK(cudaEventRecord(ev.e[0], s));
   for (size_t i = 1; i < ev.e.size(); ++i) {
     TANDEM_TRY(launch());

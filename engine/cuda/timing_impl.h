@@ -2,8 +2,11 @@
 // benchmark's studies: launches timed one by one between events on the device's stream.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <functional>
 #include <random>
+#include <vector>
 
 #include "engine/core/result.h"
 #include "engine/cuda/buffer_impl.h"
@@ -11,6 +14,16 @@
 #include "engine/cuda/types_impl.h"
 
 namespace tandem::cuda {
+
+// Events for timing, destroyed on every path out.
+struct Events {
+  std::vector<cudaEvent_t> e;
+  Events() = default;
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  ~Events();
+  Status create(size_t count);  // count fresh events in e
+};
 
 // Median device time of one call of `launch` over `reps` back-to-back calls, after `warm` untimed ones.
 Result<double> median_us(const Device& device, const std::function<Status()>& launch, int reps, int warm = 3);

@@ -1,8 +1,13 @@
 // Scorer: a DecisionModel uploaded to a backend, run through an Executor over the "compat" bucket
 // stage; and calibrate(), the host-side softmax(z / T) of scorer.md §1.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <string>
 
+#include <fmt/format.h>
+
+#include "engine/core/log.h"
 #include "engine/models/decision/decision_model.h"
 
 namespace tandem::models::decision {
@@ -48,7 +53,17 @@ Result<ScoreOutputs> Scorer::score(const ir::Batch& batch) {
 }
 
 Status Scorer::warm_up() {
-  for (const ir::Bucket& b : table_.stage(kStage)) TANDEM_TRY(executor_.prepare(b));
+  // One line with each bucket's lowering time: on a GPU this is most of a worker's start-up.
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const auto start = Clock::now();
+  std::string each;
+  for (const ir::Bucket& b : table_.stage(kStage)) {
+    const auto t0 = Clock::now();
+    TANDEM_TRY(executor_.prepare(b));
+    each += fmt::format("{}{} {:.1f} s", each.empty() ? "" : ", ", ir::to_string(b), seconds(Clock::now() - t0));
+  }
+  log::info("scorer plans on {} lowered in {:.1f} s: {}", backend_.caps().name, seconds(Clock::now() - start), each);
   return {};
 }
 
