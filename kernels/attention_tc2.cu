@@ -68,11 +68,9 @@ __device__ __forceinline__ void load_step(const AttentionArgs& a, const Attentio
 // are given, rewritten in place as f16: the 16 bytes at 32·c hold hi of dimensions 8c .. 8c + 7 and the
 // 16 bytes after them lo (value rows without kSplitPV: hi only). Dimensions 8q .. 8q + 7 and their RoPE
 // partners 8q + 32 .. 8q + 39 come from exactly the 64 bytes their halves replace, so each step only
-// touches bytes it has read. Rows past k_end are zeros, whose f16 halves are zero bytes too: they are
-// left as they are.
+// touches bytes it has read. Rows past k_end are zeros and stay zeros.
 template <bool kSplitPV>
-__device__ __forceinline__ void convert_row(bool rope, unsigned kb, unsigned k_end, unsigned char* stage) {
-  if (kb + (threadIdx.x & (kKeys - 1)) >= k_end) return;
+__device__ __forceinline__ void convert_row(bool rope, unsigned char* stage) {
   const bool key_row = threadIdx.x < kKeys;
   U4* r = reinterpret_cast<U4*>(stage + threadIdx.x * kRowBytes);
   const V4* cs = reinterpret_cast<const V4*>(stage + kCos + threadIdx.x * kTrigBytes);
@@ -209,32 +207,16 @@ __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
 
-    // The keys the warp's rows see, [warp_k0, warp_k1) (none when the warp has no rows): the products of
-    // a 16-key group outside it are skipped, since its scores would all be masked and its probabilities
-    // exactly zero, so the results keep their bits. Skips the tail of a sequence's last step, the keys
-    // beyond a local window, and all of a short tile's idle warps.
-    unsigned warp_k0 = 0, warp_k1 = 0;
-    if (const unsigned first = t.q0 + warp * 16; first < t.q1) {
-      unsigned unused;
-      key_range(first, t.lo, t.hi, a.window, warp_k0, unused);
-      key_range(min_u(first + 15, t.q1 - 1), t.lo, t.hi, a.window, unused, warp_k1);
-    }
-
     for (unsigned step = 0; step < steps; ++step) {
       const unsigned kb = t.k_begin + step * kKeys;
       unsigned char* stage = smem + (step & 1u) * kStageBytes;
       cp_async_wait<0>();
       __syncthreads();  // this step's rows have landed for every thread; the other stage is consumed
       if (step + 1 < steps) load_step(a, t, kb + kKeys, smem + ((step + 1) & 1u) * kStageBytes);
-      convert_row<kSplitPV>(a.cos != nullptr, kb, t.k_end, stage);
+      convert_row<kSplitPV>(a.cos != nullptr, stage);
       __syncthreads();
       const unsigned char* ks = stage;
       const unsigned char* vs = stage + kValues;
-      unsigned groups = 0;  // bit p: keys kb + 16p .. kb + 16p + 15 meet [warp_k0, warp_k1)
-#pragma unroll
-      for (unsigned p = 0; p < 4; ++p) {
-        if (kb + 16u * p < warp_k1 && kb + 16u * p + 16u > warp_k0) groups |= 1u << p;
-      }
 
       // S = q · kᵀ for the warp's 16 rows × 64 keys (8 key tiles of 8; 4 steps of 16 dimensions).
       float s[8][4];
@@ -244,7 +226,6 @@ __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
       for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
-          if (!(groups >> p & 1u)) continue;  // warp-uniform
           // Matrices: keys 16p (+8 for matrices 2, 3) × dimensions 16kk (+8 for matrices 1, 3), whose
           // 8 hi halves sit at 32 bytes per 8 dimensions.
           const unsigned char* at = ks + (16u * p + (mi >> 1) * 8u + mr) * kRowBytes + (2u * kk + (mi & 1u)) * 32u;
@@ -258,15 +239,50 @@ __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
         }
       }
 
-      // Mask, then the online softmax of each row. Unsplit, P·V weighs the values by p rounded to f16:
-      // the row sum takes the same p, so the output is their exactly weighted mean.
-      online_softmax_step<!kSplitPV>(s, o, m, l, kb, tq, w_lo, w_hi);
+      // Mask, then the online softmax of each row (a row's 64 scores live in the 4 threads of its group).
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        float mx = neg_inf();
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const unsigned key = kb + nt * 8 + 2 * tq + e;
+            float& v = s[nt][2 * rr + e];
+            if (key - w_lo[rr] >= w_hi[rr] - w_lo[rr]) v = neg_inf();  // outside [w_lo, w_hi)
+            mx = fmaxf(mx, v);
+          }
+        }
+        mx = fmaxf(mx, shfl_xor(mx, 1));
+        mx = fmaxf(mx, shfl_xor(mx, 2));
+        const float mn = fmaxf(m[rr], mx);
+        const float base = mn == neg_inf() ? 0.0f : mn;  // a row with nothing visible yet stays all zero
+        const float corr = fast_exp(m[rr] - base);
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& v = s[nt][2 * rr + e];
+            v = fast_exp(v - base);
+            // Unsplit, P·V weighs the values by p rounded to f16: the row sum takes the same p, so the
+            // output is their exactly weighted mean and the rounding cannot scale it.
+            if (!kSplitPV) v = h2f(f2h(v));
+            sum += v;
+          }
+          o[nt][2 * rr] *= corr;
+          o[nt][2 * rr + 1] *= corr;
+        }
+        sum += shfl_xor(sum, 1);
+        sum += shfl_xor(sum, 2);
+        l[rr] = l[rr] * corr + sum;
+        m[rr] = mn;
+      }
 
       // o += P · v: the score accumulators of key tiles 2kk and 2kk + 1 are the A fragment of key step
       // kk, so P never leaves registers; v's B fragments come transposed out of its row-major rows.
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        if (!(groups >> kk & 1u)) continue;  // warp-uniform
         const SplitPair p0 = split_pair(s[2 * kk][0], s[2 * kk][1]), p1 = split_pair(s[2 * kk][2], s[2 * kk][3]);
         const SplitPair p2 = split_pair(s[2 * kk + 1][0], s[2 * kk + 1][1]);
         const SplitPair p3 = split_pair(s[2 * kk + 1][2], s[2 * kk + 1][3]);
