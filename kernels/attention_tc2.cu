@@ -239,45 +239,9 @@ __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
         }
       }
 
-      // Mask, then the online softmax of each row (a row's 64 scores live in the 4 threads of its group).
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        float mx = neg_inf();
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const unsigned key = kb + nt * 8 + 2 * tq + e;
-            float& v = s[nt][2 * rr + e];
-            if (key - w_lo[rr] >= w_hi[rr] - w_lo[rr]) v = neg_inf();  // outside [w_lo, w_hi)
-            mx = fmaxf(mx, v);
-          }
-        }
-        mx = fmaxf(mx, shfl_xor(mx, 1));
-        mx = fmaxf(mx, shfl_xor(mx, 2));
-        const float mn = fmaxf(m[rr], mx);
-        const float base = mn == neg_inf() ? 0.0f : mn;  // a row with nothing visible yet stays all zero
-        const float corr = fast_exp(m[rr] - base);
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& v = s[nt][2 * rr + e];
-            v = fast_exp(v - base);
-            // Unsplit, P·V weighs the values by p rounded to f16: the row sum takes the same p, so the
-            // output is their exactly weighted mean and the rounding cannot scale it.
-            if (!kSplitPV) v = h2f(f2h(v));
-            sum += v;
-          }
-          o[nt][2 * rr] *= corr;
-          o[nt][2 * rr + 1] *= corr;
-        }
-        sum += shfl_xor(sum, 1);
-        sum += shfl_xor(sum, 2);
-        l[rr] = l[rr] * corr + sum;
-        m[rr] = mn;
-      }
+      // Mask, then the online softmax of each row. Unsplit, P·V weighs the values by p rounded to f16:
+      // the row sum takes the same p, so the output is their exactly weighted mean.
+      online_softmax_step<!kSplitPV>(s, o, m, l, kb, tq, w_lo, w_hi);
 
       // o += P · v: the score accumulators of key tiles 2kk and 2kk + 1 are the A fragment of key step
       // kk, so P never leaves registers; v's B fragments come transposed out of its row-major rows.

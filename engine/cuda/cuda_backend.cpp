@@ -54,13 +54,18 @@ class CudaBackend final : public ir::Backend {
     TANDEM_ASSIGN(b->device_, Device::open(options.device));
     const std::string cache = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
     TANDEM_ASSIGN(b->modules_, KernelModules::load(b->device_->info(), cache));
-    b->algos_ = std::make_unique<GemmAlgos>(*b->device_, options.gemm_probe, options.gemm_timed ? kTimedMaxRows : 0);
-    log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}): {}",
+    // The probes' and timing's outcomes from earlier starts on this kind of device (the GEMM choice cache).
+    GemmChoices choices = GemmChoices::open(options.gemm_probe ? cache : "", b->device_->info(), cublasLtGetVersion());
+    const std::string remembered =
+        choices.path().empty() ? "" : fmt::format("; {} GEMM choices from {}", choices.loaded(), choices.path().string());
+    b->algos_ = std::make_unique<GemmAlgos>(*b->device_, options.gemm_probe, options.gemm_timed ? kTimedMaxRows : 0,
+                                            std::move(choices));
+    log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}): {}{}",
               b->device_->info().describe(), ir::to_string(options.precision), options.graphs ? "on" : "off",
               options.gemm_probe ? "on" : "off", options.gemm_probe && options.gemm_timed ? " (timed)" : "",
               to_string(options.attention),
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
-              b->modules_->summary());
+              b->modules_->summary(), remembered);
     return std::unique_ptr<ir::Backend>(std::move(b));
   }
 
@@ -86,6 +91,7 @@ class CudaBackend final : public ir::Backend {
     po.attention = options_.attention;
     po.tier_min_tokens = options_.gemm_tiers ? options_.gemm_tier_min_tokens : 0;
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po));
+    algos_->save_choices();
     return std::unique_ptr<ir::Plan>(std::move(plan));
   }
 

@@ -26,7 +26,7 @@ Result<CudaAttention> parse_cuda_attention(std::string_view text);  // "tc2", "t
 struct CudaOptions {
   int device = 0;
   ir::Precision precision = ir::Precision::kF16;
-  std::string cache_dir;  // compiled-module cache; empty = $XDG_CACHE_HOME/tandem or ~/.cache/tandem
+  std::string cache_dir;  // kernel-module and GEMM-choice caches; empty = $XDG_CACHE_HOME/tandem or ~/.cache/tandem
   // Debugging aids (also set by the environment: TANDEM_CUDA_GRAPHS=0, TANDEM_CUDA_SYNC_STEPS=1):
   bool graphs = true;       // replay each plan as one captured CUDA graph
   bool sync_steps = false;  // without graphs, synchronize after every step and name the one that fails

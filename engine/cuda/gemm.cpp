@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <random>
+#include <string>
 #include <utility>
 
 #include "engine/core/dtype.h"
@@ -144,16 +146,18 @@ Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAl
   std::string key = shape.describe();
   key.append(reinterpret_cast<const char*>(&reference), sizeof(reference));  // INVARIANT: plain bytes
   key.append(reinterpret_cast<const char*>(&candidate), sizeof(candidate));
-  if (auto it = same_.find(key); it != same_.end()) return it->second;
+  if (const std::optional<bool> known = choices_.same_bits(key)) return *known;
   const uint32_t rows = kRankedRows;
   GemmDescs d;
   TANDEM_TRY(make_descs(shape, rows, bias, d));
   cublasLtMatmulHeuristicResult_t check{};
   for (const cublasLtMatmulAlgo_t* algo : {&reference, &candidate}) {
     if (cublasLtMatmulAlgoCheck(device_.lt(), d.desc, d.a, d.b, d.c, d.c, algo, &check) != CUBLAS_STATUS_SUCCESS) {
-      return same_[key] = false;
+      choices_.set_same_bits(key, false);
+      return false;
     }
   }
+  ++measurements_;
   // Fixed noise for the input and (accumulating shapes) the output's prior contents.
   const size_t a_count = size_t{rows} * shape.k, c_count = size_t{rows} * shape.n;
   std::mt19937 rng(0x5eed);
@@ -190,20 +194,22 @@ Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAl
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(r1.data(), out1.data(), r1.size(), cudaMemcpyDeviceToHost, s));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(r2.data(), out2.data(), r2.size(), cudaMemcpyDeviceToHost, s));
   TANDEM_TRY(device_.synchronize());
-  return same_[key] = r1 == r2;
+  choices_.set_same_bits(key, r1 == r2);
+  return r1 == r2;
 }
 
 Result<size_t> GemmAlgos::fastest(const GemmShape& shape, uint32_t m,
                                   const std::vector<cublasLtMatmulAlgo_t>& candidates, bool bias) {
-  const auto key = std::make_pair(shape, m);
+  const std::string key = fmt::format("{} m {}", shape.describe(), m);
   auto bytes = [](const cublasLtMatmulAlgo_t& a) {
     return std::string(reinterpret_cast<const char*>(&a), sizeof(a));  // INVARIANT: plain bytes
   };
-  if (auto it = fastest_.find(key); it != fastest_.end()) {
+  if (const std::optional<std::string> known = choices_.fastest(key)) {
     for (size_t i = 0; i < candidates.size(); ++i) {
-      if (bytes(candidates[i]) == it->second) return i;
+      if (bytes(candidates[i]) == *known) return i;
     }
   }
+  ++measurements_;
   // Random operands of the real sizes: timing on zeros can flatter a kernel (METHOD.md).
   std::mt19937 rng(0x7173);
   TANDEM_ASSIGN(DeviceBuffer w, random_device_buffer(device_, size_t{shape.n} * shape.k, shape.ab, 0.03f, rng));
@@ -221,7 +227,7 @@ Result<size_t> GemmAlgos::fastest(const GemmShape& shape, uint32_t m,
       best_us = us;
     }
   }
-  fastest_[key] = bytes(candidates[best]);
+  choices_.set_fastest(key, bytes(candidates[best]));
   return best;
 }
 

@@ -6,15 +6,16 @@
 #include <cublasLt.h>
 
 #include <compare>
-#include <utility>
 #include <map>
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/core/result.h"
 #include "engine/cuda/device_impl.h"
+#include "engine/cuda/gemm_choices_impl.h"
 #include "engine/cuda/types_impl.h"
 
 // outᵀ = w·aᵀ in column-major terms. The reference algorithm of a shape (k, n, types, accumulate,
@@ -50,33 +51,38 @@ class GemmAlgos {
  public:
   // probe = false keeps every bucket on the reference algorithm (TANDEM_CUDA_GEMM_PROBE=0); with it,
   // buckets of up to timed_max_rows rows time their bit-identical candidates (0: none are timed).
-  GemmAlgos(const Device& device, bool probe, uint32_t timed_max_rows = 0)
-      : device_(device), probe_(probe), timed_max_rows_(timed_max_rows) {}
+  // `choices` holds the outcomes of earlier probes and timing (GemmChoices::open), used before measuring.
+  GemmAlgos(const Device& device, bool probe, uint32_t timed_max_rows = 0, GemmChoices choices = {})
+      : device_(device), probe_(probe), timed_max_rows_(timed_max_rows), choices_(std::move(choices)) {}
   // The heuristic's split-K-free candidates for `rows` rows among its best `count`, best first
   // (memoised). Empty when there is none (the caller may drop the epilogue). `bias` only tells cuBLASLt
   // its alignment.
   Result<const std::vector<cublasLtMatmulAlgo_t>*> ranked(const GemmShape& shape, uint32_t rows, const float* bias,
                                                           int count = kRankedCandidates);
   // Whether `candidate` computes exactly the bits of `reference`: both run kRankedRows rows of fixed
-  // noise against the real weight (memoised per shape and pair).
+  // noise against the real weight (remembered per shape and pair in the choices).
   Result<bool> same_bits(const GemmShape& shape, const cublasLtMatmulAlgo_t& reference,
                          const cublasLtMatmulAlgo_t& candidate, const void* w, const float* bias);
   // The fastest of `candidates` (all computing the same bits) for m rows, timed on random operands;
-  // memoised per shape and m, so every plan of the backend runs the same one.
+  // remembered per shape and m in the choices, so every plan of the backend runs the same one.
   Result<size_t> fastest(const GemmShape& shape, uint32_t m, const std::vector<cublasLtMatmulAlgo_t>& candidates,
                          bool bias);
   bool probe() const { return probe_; }
   bool timed(uint32_t m) const { return m <= timed_max_rows_; }
   // Records that a shape's epilogue runs in a kernel instead; true the first time (to log it once).
   bool note_unfused(const GemmShape& shape) { return unfused_.insert(shape).second; }
+  // Writes the choices made since the last save to their file (if they have one).
+  void save_choices() { choices_.save(); }
+  const GemmChoices& choices() const { return choices_; }
+  size_t measurements() const { return measurements_; }  // probes and timings run on the device
 
  private:
   const Device& device_;
   bool probe_;
   uint32_t timed_max_rows_;
   std::map<std::tuple<GemmShape, uint32_t, int>, std::vector<cublasLtMatmulAlgo_t>> ranked_;
-  std::map<std::pair<GemmShape, uint32_t>, std::string> fastest_;  // the chosen algorithm's bytes
-  std::map<std::string, bool> same_;  // shape and the two algorithms' bytes
+  GemmChoices choices_;  // same bits: shape and the two algorithms' bytes; fastest: shape and m
+  size_t measurements_ = 0;
   std::set<GemmShape> unfused_;
 };
 

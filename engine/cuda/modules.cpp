@@ -4,14 +4,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string_view>
 #include <thread>
 
-#include <unistd.h>
 
 #include "engine/core/embedded.h"
 #include "engine/core/log.h"
+#include "engine/cuda/cache_file_impl.h"
 #include "engine/cuda/check_impl.h"
 #include "engine/cuda/nvrtc_impl.h"
 
@@ -55,37 +54,6 @@ bool looks_like_image(const std::vector<char>& image, const NvrtcTarget& target)
   return image.size() > 4 && image[0] == 0x7f && image[1] == 'E' && image[2] == 'L' && image[3] == 'F';
 }
 
-std::vector<char> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Writes through a temporary name and renames, so a concurrent reader never sees half a file.
-void write_file(const fs::path& path, const std::vector<char>& bytes) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (ec) {
-    log::warn("kernel cache: cannot create {}: {}", path.parent_path().string(), ec.message());
-    return;
-  }
-  const fs::path tmp = path.string() + fmt::format(".tmp{}", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) {
-      log::warn("kernel cache: cannot write {}", tmp.string());
-      fs::remove(tmp, ec);
-      return;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    log::warn("kernel cache: cannot rename {} to {}: {}", tmp.string(), path.string(), ec.message());
-    fs::remove(tmp, ec);
-  }
-}
-
 struct Slot {
   const embedded::File* file = nullptr;
   fs::path cache_path;  // empty without a cache
@@ -113,7 +81,7 @@ Status compile_missing(std::vector<Slot>& slots, std::span<const embedded::File>
     CompiledFile& c = s.compiled.value();
     if (!c.log.empty()) log::warn("NVRTC on kernels/{}: {}", c.name, c.log);
     s.image = std::move(c.image);
-    if (!s.cache_path.empty()) write_file(s.cache_path, s.image);
+    if (!s.cache_path.empty()) write_cache_file(s.cache_path, s.image, "kernel cache");
   }
   return {};
 }
@@ -141,7 +109,7 @@ Result<std::unique_ptr<KernelModules>> KernelModules::load(const DeviceInfo& dev
     s.file = &f;
     if (!cache_dir.empty()) {
       s.cache_path = fs::path(cache_dir) / "kernels" / cache_key(f, all, target, device.driver_version);
-      s.image = read_file(s.cache_path);
+      s.image = read_cache_file(s.cache_path);
       // Lazy module loading accepts any bytes and fails only at the first kernel lookup, so a damaged
       // entry is caught here by its format: a cubin is an ELF file, PTX is text naming its target.
       if (!looks_like_image(s.image, target)) s.image.clear();

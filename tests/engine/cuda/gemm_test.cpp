@@ -1,6 +1,8 @@
 // The cuBLASLt wrapper (scorer.md §3): results against float64 for every type combination and epilogue
 // tandem uses (FP32 GEMMs must not run in TF32), and determinism: a row's bits are the same whatever the
-// bucket's row count, on the Laya shapes (1024→3072, 1024→1024, 1024→5248, 2624→1024), FP32 and FP16.
+// bucket's row count, on the Laya shapes (1024→3072, 1024→1024, 1024→5248, 2624→1024), FP32 and FP16;
+// choices remembered on disk make the same picks without measuring again.
+#include <filesystem>
 #include <iostream>
 
 #include "tests/engine/cuda/gpu_test_util.h"
@@ -36,7 +38,7 @@ Operands make_operands(const Case& c, std::mt19937& rng) {
   return o;
 }
 
-Result<Gemm> make_gemm(const Case& c, const Operands& o) {
+GemmShape shape_of(const Case& c) {
   GemmShape s;
   s.k = c.k;
   s.n = c.n;
@@ -44,8 +46,12 @@ Result<Gemm> make_gemm(const Case& c, const Operands& o) {
   s.out = c.out;
   s.accumulate = c.accumulate;
   s.epilogue = c.epilogue;
+  return s;
+}
+
+Result<Gemm> make_gemm(const Case& c, const Operands& o) {
   GemmOperands ops{o.wd.data(), o.ad.data(), o.od.data(), o.bd.as<float>()};
-  return Gemm::make(*gpu().device, *gpu().algos, s, c.m, ops);
+  return Gemm::make(*gpu().device, *gpu().algos, shape_of(c), c.m, ops);
 }
 
 class GemmTest : public ::testing::Test {
@@ -157,12 +163,7 @@ TEST_F(GemmTest, TimedChoiceRunsABitIdenticalCandidate) {
   for (uint32_t m : {50u, 160u}) {
     const Case c{m, k, n, Dt::kF16, Dt::kF32, true, LtEpilogue::kNone};
     Operands o = make_operands(c, rng);
-    GemmShape shape;
-    shape.k = c.k;
-    shape.n = c.n;
-    shape.ab = c.ab;
-    shape.out = c.out;
-    shape.accumulate = c.accumulate;
+    const GemmShape shape = shape_of(c);
     const GemmOperands ops{o.wd.data(), o.ad.data(), o.od.data(), nullptr};
     auto g = Gemm::make(*gpu().device, timed, shape, m, ops);
     ASSERT_TRUE(g.ok()) << g.error().message();
@@ -183,6 +184,45 @@ TEST_F(GemmTest, TimedChoiceRunsABitIdenticalCandidate) {
     std::cout << fmt::format("timed choice at m {}: {} (faster #{}), reference {}\n", m, describe_algo(g->algo()),
                              g->faster(), describe_algo(g->reference()));
   }
+}
+
+// The GEMM choice cache: a second start on the same device reads the probes' and timing's outcomes from
+// the file the first wrote, measures nothing, and runs the same algorithms.
+TEST_F(GemmTest, ChoicesFromAnEarlierStartSkipTheProbesAndTiming) {
+  std::mt19937 rng(17);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tandem_gemm_choices_" + std::to_string(std::random_device{}()));
+  const uint32_t k = emulated() ? 96 : 1024, n = emulated() ? 80 : 3072;
+  std::vector<Case> cases;
+  for (uint32_t m : {50u, 160u, 512u}) cases.push_back({m, k, n, Dt::kF16, Dt::kF32, true, LtEpilogue::kNone});
+  auto choose = [&](GemmAlgos& algos, std::vector<cublasLtMatmulAlgo_t>& picked) {
+    for (const Case& c : cases) {
+      Operands o = make_operands(c, rng);
+      auto g = Gemm::make(*gpu().device, algos, shape_of(c), c.m, GemmOperands{o.wd.data(), o.ad.data(), o.od.data(), nullptr});
+      ASSERT_TRUE(g.ok()) << g.error().message();
+      picked.push_back(g->algo());
+    }
+  };
+  const DeviceInfo& info = gpu().device->info();
+  std::vector<cublasLtMatmulAlgo_t> first_picks, second_picks;
+  {
+    GemmAlgos first(*gpu().device, true, kTimedMaxRows, GemmChoices::open(dir.string(), info, cublasLtGetVersion()));
+    EXPECT_EQ(first.choices().loaded(), 0u);
+    choose(first, first_picks);
+    EXPECT_GT(first.measurements(), 0u) << "the first start probes and times its candidates";
+    first.save_choices();
+  }
+  ASSERT_TRUE(std::filesystem::exists(GemmChoices::open(dir.string(), info, cublasLtGetVersion()).path()));
+  GemmAlgos second(*gpu().device, true, kTimedMaxRows, GemmChoices::open(dir.string(), info, cublasLtGetVersion()));
+  EXPECT_GT(second.choices().loaded(), 0u);
+  choose(second, second_picks);
+  EXPECT_EQ(second.measurements(), 0u) << "every choice came from the file";
+  ASSERT_EQ(first_picks.size(), second_picks.size());
+  for (size_t i = 0; i < first_picks.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&first_picks[i], &second_picks[i], sizeof(cublasLtMatmulAlgo_t)), 0) << "m " << cases[i].m;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // Host-side pieces of the CUDA backend that need no GPU (label unit): a binary linked with the real
 // backend starts and reports "no device" cleanly on a machine without one; the index buffer's layout
 // and contents (tiles anchored at sequence starts, with their spans); the FP16 precision pass on the
-// compat graph; the GEMM row tiers.
+// compat graph; the GEMM row tiers; the GEMM choice cache's file.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <variant>
 
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/gemm_choices_impl.h"
 #include "engine/cuda/index_impl.h"
 #include "engine/cuda/plan_impl.h"
 #include "engine/cuda/types_impl.h"
@@ -122,6 +125,83 @@ TEST(CudaHost, Fp16PassKeepsTheResidualQkvAndOutputsInFp32) {
   }
   EXPECT_GT(half, 0u);
   for (const ir::Output& o : g.outputs) EXPECT_EQ(ty[o.val.index], Dt::kF32) << o.name;
+}
+
+DeviceInfo test_device() {
+  DeviceInfo d;
+  d.name = "NVIDIA Test GPU";
+  d.cc_major = 9;
+  d.sms = 132;
+  d.driver_version = 13000;
+  return d;
+}
+
+std::string file_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(CudaHost, GemmChoicesSurviveTheirFileWithAnyKeyBytes) {
+  models::decision::testing::TempDir dir("gemm_choices");
+  const std::string odd_key("k 1024 n 3072\0\xff x\n", 19);  // NUL, high bytes, blanks, a newline
+  {
+    GemmChoices c = GemmChoices::open(dir.path().string(), test_device(), 130100);
+    EXPECT_EQ(c.loaded(), 0u);
+    EXPECT_EQ(c.path(), dir.path() / "gemm" / "NVIDIA-Test-GPU-sm90-132sms-lt130100-drv13000.txt");
+    c.set_same_bits(odd_key, true);
+    c.set_same_bits("other", false);
+    c.set_fastest("k 1024 n 1024 f16->f16 set m 160", std::string("\x01\x00\x7a", 3));
+    c.save();
+  }
+  GemmChoices again = GemmChoices::open(dir.path().string(), test_device(), 130100);
+  EXPECT_EQ(again.loaded(), 3u);
+  EXPECT_EQ(again.same_bits(odd_key), std::optional<bool>(true));
+  EXPECT_EQ(again.same_bits("other"), std::optional<bool>(false));
+  EXPECT_EQ(again.same_bits("never asked"), std::nullopt);
+  EXPECT_EQ(again.fastest("k 1024 n 1024 f16->f16 set m 160"), std::optional<std::string>(std::string("\x01\x00\x7a", 3)));
+  // Another cuBLASLt or driver is another file: nothing carries over.
+  EXPECT_EQ(GemmChoices::open(dir.path().string(), test_device(), 130200).loaded(), 0u);
+  // No cache folder: in memory only, and saving writes nothing.
+  GemmChoices memory = GemmChoices::open("", test_device(), 130100);
+  memory.set_same_bits("x", true);
+  memory.save();
+  EXPECT_TRUE(memory.path().empty());
+  EXPECT_EQ(memory.same_bits("x"), std::optional<bool>(true));
+}
+
+TEST(CudaHost, DamagedGemmChoiceLinesAreSkippedAndTheFileRewrittenClean) {
+  models::decision::testing::TempDir dir("gemm_choices_damaged");
+  const std::filesystem::path path = GemmChoices::open(dir.path().string(), test_device(), 1).path();
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << "tandem gemm choices 1\n"
+                      << "same 6b6579 1\n"                // good: "key" → same
+                      << "same 6b6579 2\n"                // not 0 or 1
+                      << "fastest 6b65 zz\n"              // not hex
+                      << "same 6b6 1\n"                   // odd hex
+                      << "fastest 6b6579 0102 extra\n"    // a field too many
+                      << "garbage\n"
+                      << "fastest 6d 0a0b\n";            // good: "m" → 0a 0b
+  GemmChoices c = GemmChoices::open(dir.path().string(), test_device(), 1);
+  EXPECT_EQ(c.loaded(), 2u);
+  EXPECT_EQ(c.same_bits("key"), std::optional<bool>(true));
+  EXPECT_EQ(c.fastest("m"), std::optional<std::string>("\x0a\x0b"));
+  c.save();  // damaged lines make the next save rewrite the file without them
+  EXPECT_EQ(file_text(path), "tandem gemm choices 1\nsame 6b6579 1\nfastest 6d 0a0b\n");
+
+  std::ofstream(path) << "tandem gemm choices 2\nsame 6b6579 1\n";  // a later format: ignored whole
+  EXPECT_EQ(GemmChoices::open(dir.path().string(), test_device(), 1).loaded(), 0u);
+}
+
+TEST(CudaHost, AnUnwritableGemmChoiceCacheIsAWarningNotAFailure) {
+  models::decision::testing::TempDir dir("gemm_choices_blocked");
+  std::ofstream(dir.path() / "gemm") << "a file where the folder should be";
+  GemmChoices c = GemmChoices::open(dir.path().string(), test_device(), 1);
+  c.set_same_bits("x", true);
+  c.save();  // logs a warning; the choices stay in memory
+  EXPECT_EQ(c.same_bits("x"), std::optional<bool>(true));
+  EXPECT_EQ(file_text(dir.path() / "gemm"), "a file where the folder should be");
 }
 
 }  // namespace

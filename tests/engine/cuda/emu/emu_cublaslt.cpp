@@ -93,6 +93,9 @@ using tandem::emu::layout;
 
 extern "C" {
 
+// The emulator's own version: its GEMM choice files never mix with a real library's.
+size_t cublasLtGetVersion() { return 1; }
+
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   tandem::emu::DeviceScope scope;
   *handle = new cublasLtContext();
