@@ -27,7 +27,7 @@ constexpr unsigned kValues = kKeys * kRowBytes;                // offsets in a s
 constexpr unsigned kCos = 2 * kKeys * kRowBytes;               // cos rows,
 constexpr unsigned kSin = kCos + kKeys * kTrigBytes;           // sin rows
 constexpr unsigned kStageBytes = kSin + kKeys * kTrigBytes;
-static_assert(2 * kStageBytes == kTc2SmemBytes, "args.cuh sizes the launch's shared memory");
+static_assert(kStageBytes == kTc2StageBytes, "args.cuh sizes the launch's shared memory");
 static_assert(kTc2Threads == 2 * kKeys, "one converting thread per staged row");
 
 // Starts the copies of keys kb .. kb + 63 into `stage` (rows past k_end become zeros): 16 chunks of 16
@@ -173,8 +173,11 @@ __device__ __forceinline__ void mma3(float (&acc)[4], const unsigned (&ah)[4], c
   mma_16816(acc, al, bh);
 }
 
-template <class Out, bool kSplitPV>
+// kStages 2: the next step's rows load while this one computes; 1: they load after it, in half the shared
+// memory, so that more blocks fit a multiprocessor and hide each other's latency instead.
+template <class Out, bool kSplitPV, unsigned kStages = 2>
 __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
+  static_assert(kStages == 1 || kStages == 2, "one or two stages");
   unsigned char* smem = dynamic_smem();
   const unsigned head = blockIdx.x;  // heads fastest: the blocks with tiles come first in launch order
   const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
@@ -209,10 +212,10 @@ __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
 
     for (unsigned step = 0; step < steps; ++step) {
       const unsigned kb = t.k_begin + step * kKeys;
-      unsigned char* stage = smem + (step & 1u) * kStageBytes;
+      unsigned char* stage = smem + (kStages == 2 ? (step & 1u) * kStageBytes : 0u);
       cp_async_wait<0>();
       __syncthreads();  // this step's rows have landed for every thread; the other stage is consumed
-      if (step + 1 < steps) load_step(a, t, kb + kKeys, smem + ((step + 1) & 1u) * kStageBytes);
+      if (kStages == 2 && step + 1 < steps) load_step(a, t, kb + kKeys, smem + ((step + 1) & 1u) * kStageBytes);
       convert_row<kSplitPV>(a.cos != nullptr, stage);
       __syncthreads();
       const unsigned char* ks = stage;
@@ -270,6 +273,10 @@ __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
           }
         }
       }
+      if (kStages == 1 && step + 1 < steps) {
+        __syncthreads();  // every warp is done with this step's rows
+        load_step(a, t, kb + kKeys, smem);
+      }
     }
 
     const unsigned width = a.heads * kHeadDim;
@@ -297,4 +304,12 @@ extern "C" __global__ void __launch_bounds__(kTc2Threads, 2) attention_tc2_f32_f
 }
 extern "C" __global__ void __launch_bounds__(kTc2Threads, 2) attention_tc2s_f32_f16(AttentionArgs a) {
   attention_tc2<half_t, true>(a);
+}
+// One stage, 3 or 4 blocks per multiprocessor (at most 168 or 128 registers a thread): more warps to hide
+// the dependent chains of a step, where two blocks leave one warp per scheduler.
+extern "C" __global__ void __launch_bounds__(kTc2Threads, 3) attention_tc2x3_f32_f16(AttentionArgs a) {
+  attention_tc2<half_t, false, 1>(a);
+}
+extern "C" __global__ void __launch_bounds__(kTc2Threads, 4) attention_tc2x4_f32_f16(AttentionArgs a) {
+  attention_tc2<half_t, false, 1>(a);
 }

@@ -124,6 +124,8 @@ const char* to_string(CudaAttention a) {
   switch (a) {
     case CudaAttention::kTc2: return "tc2";
     case CudaAttention::kTc2Split: return "tc2split";
+    case CudaAttention::kTc2x3: return "tc2x3";
+    case CudaAttention::kTc2x4: return "tc2x4";
     case CudaAttention::kTc: return "tc";
     case CudaAttention::kSimt: return "simt";
   }
@@ -131,10 +133,12 @@ const char* to_string(CudaAttention a) {
 }
 
 Result<CudaAttention> parse_cuda_attention(std::string_view text) {
-  for (CudaAttention a : {CudaAttention::kTc2, CudaAttention::kTc2Split, CudaAttention::kTc, CudaAttention::kSimt}) {
+  std::string names;
+  for (CudaAttention a : kCudaAttentions) {
     if (text == to_string(a)) return a;
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(a));
   }
-  return Error::make(ErrorKind::kInvalidArgument, "attention kernel '{}' is none of tc2, tc2split, tc, simt", text);
+  return Error::make(ErrorKind::kInvalidArgument, "attention kernel '{}' is none of {}", text, names);
 }
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options) {

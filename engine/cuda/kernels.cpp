@@ -38,9 +38,14 @@ static_assert(every_pack_known(), "a kernel takes an argument pack missing from 
 const KernelInfo& kernel_info(KernelId id) { return kInfos[static_cast<size_t>(id)]; }
 
 uint32_t kernel_dynamic_smem(KernelId id) {
-  const bool tc2 = id == KernelId::attention_tc2_f32_f32 || id == KernelId::attention_tc2_f32_f16 ||
-                   id == KernelId::attention_tc2s_f32_f16;
-  return tc2 ? uint32_t{kernels::kTc2SmemBytes} : uint32_t{0};
+  switch (id) {
+    case KernelId::attention_tc2_f32_f32:
+    case KernelId::attention_tc2_f32_f16:
+    case KernelId::attention_tc2s_f32_f16: return kernels::kTc2SmemBytes;
+    case KernelId::attention_tc2x3_f32_f16:
+    case KernelId::attention_tc2x4_f32_f16: return kernels::kTc2SmemBytesOneStage;
+    default: return 0;
+  }
 }
 
 }  // namespace tandem::cuda

@@ -148,10 +148,11 @@ CudaAttention Lowering::attention_path() const {
   // Tensor cores keep about 22 bits: FP16 plans only, and mma.sync m16n8k16 / cp.async need sm_80.
   if (weights_.precision() != ir::Precision::kF16 || device_.info().cc_major < 8) return CudaAttention::kSimt;
   const CudaAttention want = plan_.options_.attention;
-  const bool tc2 = want == CudaAttention::kTc2 || want == CudaAttention::kTc2Split;
-  if (tc2 && !(plan_.modules_->launchable(KernelId::attention_tc2_f32_f32) &&
-               plan_.modules_->launchable(KernelId::attention_tc2_f32_f16) &&
-               plan_.modules_->launchable(KernelId::attention_tc2s_f32_f16))) {
+  if (is_tc2(want) && !(plan_.modules_->launchable(KernelId::attention_tc2_f32_f32) &&
+                        plan_.modules_->launchable(KernelId::attention_tc2_f32_f16) &&
+                        plan_.modules_->launchable(KernelId::attention_tc2s_f32_f16) &&
+                        plan_.modules_->launchable(KernelId::attention_tc2x3_f32_f16) &&
+                        plan_.modules_->launchable(KernelId::attention_tc2x4_f32_f16))) {
     return CudaAttention::kTc;  // the device cannot give tc2 its shared memory
   }
   return want;
