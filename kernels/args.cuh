@@ -11,7 +11,7 @@ enum : unsigned { kRowsTokens = 0, kRowsSeqs = 1, kRowsMarkers = 2 };
 enum : unsigned { kHeaderTiles = 3, kHeaderWords = 8 };
 // Anchored attention tiles: every kTileRows-th row of each sequence starts one (determinism).
 enum : unsigned { kTileRows = 64, kHeadDim = 64 };
-// attention_tc2's dynamic shared memory: 2 stages (1 for the tc2x3/tc2x4 entries), each of 64 key rows
+// attention_tc2's dynamic shared memory: 2 stages (1 for the unsplit FP16 entry), each of 64 key rows
 // and 64 value rows (64 FP32 = 256 bytes, later rewritten in place as f16 hi and lo, plus 16 bytes of
 // padding) and the keys' RoPE cos and sin rows (32 FP32 = 128 bytes plus 16).
 enum : unsigned {

@@ -13,8 +13,9 @@ using namespace tandem::kernels;
 // A block of 4 warps takes one anchored 64-row tile of one head (16 query rows per warp; grid (heads,
 // tiles), tiles striding over the grid when there are more than blocks) and walks the tile's key range
 // 64 keys at a time from a start fixed by the tile, so a row's result never depends on the batch. Key
-// and value rows, and the keys' cos/sin rows, reach shared memory through cp.async (two stages: the
-// next step loads while this one computes), where each thread rewrites one row in place as RoPE'd f16
+// and value rows, and the keys' cos/sin rows, reach shared memory through cp.async (two stages, where
+// the next step loads while this one computes, or one, which lets more blocks share a multiprocessor;
+// see the entries at the end), where each thread rewrites one row in place as RoPE'd f16
 // hi and lo halves; ldmatrix feeds the MMAs. Shared rows are 272 (144) bytes apart, so the 8 rows of an
 // ldmatrix or of 8 lanes' 16-byte accesses fall in distinct banks.
 namespace {
@@ -294,22 +295,18 @@ __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
 
 }  // namespace
 
-// Two blocks per multiprocessor: up to 255 registers a thread without spills (3 blocks would cap them
-// at 168, which spills), and 2 × 104 KB of shared memory.
+// The split-P·V entries: two stages and two blocks per multiprocessor (up to 255 registers a thread;
+// split P·V needs more than 168), 2 × 106.5 KB of shared memory.
 extern "C" __global__ void __launch_bounds__(kTc2Threads, 2) attention_tc2_f32_f32(AttentionArgs a) {
   attention_tc2<float, true>(a);
 }
-extern "C" __global__ void __launch_bounds__(kTc2Threads, 2) attention_tc2_f32_f16(AttentionArgs a) {
-  attention_tc2<half_t, false>(a);
+// The FP16 plans' kernel: one stage and 3 blocks per multiprocessor (at most 168 registers a thread, no
+// spills), since two blocks leave one warp per scheduler and the steps' dependent chains exposed (Nsight
+// Compute: an issue every 4.4 cycles). On the H200 this took W3's attention from 4.61 to 3.56 ms and the
+// serving batch's from 3.10 to 2.38 ms (engine/cuda/PERF_NOTES.md, run 5).
+extern "C" __global__ void __launch_bounds__(kTc2Threads, 3) attention_tc2_f32_f16(AttentionArgs a) {
+  attention_tc2<half_t, false, 1>(a);
 }
 extern "C" __global__ void __launch_bounds__(kTc2Threads, 2) attention_tc2s_f32_f16(AttentionArgs a) {
   attention_tc2<half_t, true>(a);
-}
-// One stage, 3 or 4 blocks per multiprocessor (at most 168 or 128 registers a thread): more warps to hide
-// the dependent chains of a step, where two blocks leave one warp per scheduler.
-extern "C" __global__ void __launch_bounds__(kTc2Threads, 3) attention_tc2x3_f32_f16(AttentionArgs a) {
-  attention_tc2<half_t, false, 1>(a);
-}
-extern "C" __global__ void __launch_bounds__(kTc2Threads, 4) attention_tc2x4_f32_f16(AttentionArgs a) {
-  attention_tc2<half_t, false, 1>(a);
 }

@@ -22,8 +22,6 @@ struct Variant {
 constexpr Variant kVariants[] = {
     {"default (tc2, tiers, timed probe)", [](cuda::CudaOptions&) {}},
     {"attention tc2split", [](cuda::CudaOptions& c) { c.attention = cuda::CudaAttention::kTc2Split; }},
-    {"attention tc2x3", [](cuda::CudaOptions& c) { c.attention = cuda::CudaAttention::kTc2x3; }},
-    {"attention tc2x4", [](cuda::CudaOptions& c) { c.attention = cuda::CudaAttention::kTc2x4; }},
     {"attention tc", [](cuda::CudaOptions& c) { c.attention = cuda::CudaAttention::kTc; }},
     {"attention simt", [](cuda::CudaOptions& c) { c.attention = cuda::CudaAttention::kSimt; }},
     {"GEMM row tiers off", [](cuda::CudaOptions& c) { c.gemm_tiers = false; }},

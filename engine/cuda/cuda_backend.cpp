@@ -124,8 +124,6 @@ const char* to_string(CudaAttention a) {
   switch (a) {
     case CudaAttention::kTc2: return "tc2";
     case CudaAttention::kTc2Split: return "tc2split";
-    case CudaAttention::kTc2x3: return "tc2x3";
-    case CudaAttention::kTc2x4: return "tc2x4";
     case CudaAttention::kTc: return "tc";
     case CudaAttention::kSimt: return "simt";
   }

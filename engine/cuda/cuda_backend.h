@@ -17,14 +17,12 @@ int device_count();
 
 // The attention kernel of FP16 plans (whose qkv is FP32): tc2 = FlashAttention-2 style tensor cores
 // (cp.async, ldmatrix; scores from split q and k, P·V in plain f16 as precise as the FP16 output),
-// tc2split = the same with P·V split too (kime's precision), tc2x3 / tc2x4 = tc2 with one stage of
-// shared memory and 3 / 4 blocks per multiprocessor, tc = the first tensor-core kernel, simt = CUDA
-// cores. FP32 plans always run simt, for its precision; so does a device older than sm_80.
-enum class CudaAttention : uint8_t { kTc2, kTc2Split, kTc2x3, kTc2x4, kTc, kSimt };
+// tc2split = the same with P·V split too (kime's precision), tc = the first tensor-core kernel, simt =
+// CUDA cores. FP32 plans always run simt, for its precision; so does a device older than sm_80.
+enum class CudaAttention : uint8_t { kTc2, kTc2Split, kTc, kSimt };
 // Every value, in the order tools list them.
-inline constexpr CudaAttention kCudaAttentions[] = {CudaAttention::kTc2, CudaAttention::kTc2Split,
-                                                    CudaAttention::kTc2x3, CudaAttention::kTc2x4,
-                                                    CudaAttention::kTc, CudaAttention::kSimt};
+inline constexpr CudaAttention kCudaAttentions[] = {CudaAttention::kTc2, CudaAttention::kTc2Split, CudaAttention::kTc,
+                                                    CudaAttention::kSimt};
 // Whether the path runs one of attention_tc2.cu's entries.
 constexpr bool is_tc2(CudaAttention a) { return a != CudaAttention::kTc && a != CudaAttention::kSimt; }
 const char* to_string(CudaAttention a);

@@ -40,10 +40,8 @@ const KernelInfo& kernel_info(KernelId id) { return kInfos[static_cast<size_t>(i
 uint32_t kernel_dynamic_smem(KernelId id) {
   switch (id) {
     case KernelId::attention_tc2_f32_f32:
-    case KernelId::attention_tc2_f32_f16:
     case KernelId::attention_tc2s_f32_f16: return kernels::kTc2SmemBytes;
-    case KernelId::attention_tc2x3_f32_f16:
-    case KernelId::attention_tc2x4_f32_f16: return kernels::kTc2SmemBytesOneStage;
+    case KernelId::attention_tc2_f32_f16: return kernels::kTc2SmemBytesOneStage;
     default: return 0;
   }
 }

@@ -30,8 +30,6 @@
   X(attention_tc2_f32_f32, AttentionArgs, "attention_tc2.cu")   \
   X(attention_tc2_f32_f16, AttentionArgs, "attention_tc2.cu")   \
   X(attention_tc2s_f32_f16, AttentionArgs, "attention_tc2.cu")  \
-  X(attention_tc2x3_f32_f16, AttentionArgs, "attention_tc2.cu") \
-  X(attention_tc2x4_f32_f16, AttentionArgs, "attention_tc2.cu") \
   X(geglu_f32_f32, GegluArgs, "geglu.cu")                       \
   X(geglu_f32_f16, GegluArgs, "geglu.cu")                       \
   X(geglu_f16_f32, GegluArgs, "geglu.cu")                       \

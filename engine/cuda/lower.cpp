@@ -150,9 +150,7 @@ CudaAttention Lowering::attention_path() const {
   const CudaAttention want = plan_.options_.attention;
   if (is_tc2(want) && !(plan_.modules_->launchable(KernelId::attention_tc2_f32_f32) &&
                         plan_.modules_->launchable(KernelId::attention_tc2_f32_f16) &&
-                        plan_.modules_->launchable(KernelId::attention_tc2s_f32_f16) &&
-                        plan_.modules_->launchable(KernelId::attention_tc2x3_f32_f16) &&
-                        plan_.modules_->launchable(KernelId::attention_tc2x4_f32_f16))) {
+                        plan_.modules_->launchable(KernelId::attention_tc2s_f32_f16))) {
     return CudaAttention::kTc;  // the device cannot give tc2 its shared memory
   }
   return want;

@@ -8,8 +8,8 @@
 namespace tandem::cuda {
 namespace {
 
-// attention_tc2 blocks per multiprocessor in a grid: 2 fit at once (registers, shared memory), so this
-// is 8 waves' worth, enough that the scheduler evens out tiles of unequal cost.
+// attention_tc2 blocks per multiprocessor in a grid: 2 or 3 fit at once (registers, shared memory), so
+// this is 5-8 waves' worth, enough that the scheduler evens out tiles of unequal cost.
 constexpr uint32_t kTc2BlocksPerSm = 16;
 
 }  // namespace
@@ -70,20 +70,12 @@ Result<KernelStep> attention_step(const StepContext& c, const Loc& qkv, const Lo
   const bool f32_out = out.type == Dt::kF32;
   switch (path) {
     case CudaAttention::kTc2:
-    case CudaAttention::kTc2Split:
-    case CudaAttention::kTc2x3:
-    case CudaAttention::kTc2x4: {
+    case CudaAttention::kTc2Split: {
       // An FP32 output keeps P·V split as well (the FP16 output's rounding is what lets tc2 skip it).
       if (f32_out) {
         s.id = KernelId::attention_tc2_f32_f32;
-      } else if (path == CudaAttention::kTc2Split) {
-        s.id = KernelId::attention_tc2s_f32_f16;
-      } else if (path == CudaAttention::kTc2x3) {
-        s.id = KernelId::attention_tc2x3_f32_f16;
-      } else if (path == CudaAttention::kTc2x4) {
-        s.id = KernelId::attention_tc2x4_f32_f16;
       } else {
-        s.id = KernelId::attention_tc2_f32_f16;
+        s.id = path == CudaAttention::kTc2 ? KernelId::attention_tc2_f32_f16 : KernelId::attention_tc2s_f32_f16;
       }
       // Blocks loop over tiles, so the grid need not cover a bucket's worst case (⌈T/64⌉ + S tiles,
       // mostly empty): a few waves of blocks per head are enough to fill the device.

@@ -65,8 +65,7 @@ Result<std::vector<AttentionStudy>> study_attention(const Device& device, const 
   std::vector<AttentionStudy> out;
   std::vector<uint16_t> reference;
   const size_t n = size_t{shape.batch.tokens()} * width;  // the real rows' outputs
-  for (CudaAttention kernel : {CudaAttention::kSimt, CudaAttention::kTc, CudaAttention::kTc2Split,
-                               CudaAttention::kTc2, CudaAttention::kTc2x3, CudaAttention::kTc2x4}) {
+  for (CudaAttention kernel : {CudaAttention::kSimt, CudaAttention::kTc, CudaAttention::kTc2Split, CudaAttention::kTc2}) {
     if (is_tc2(kernel) && !modules.launchable(KernelId::attention_tc2_f32_f16)) continue;
     ctx.attention = kernel;
     TANDEM_ASSIGN(DeviceBuffer o, DeviceBuffer::make(size_t{shape.bucket.tokens} * width * 2, "a study output"));

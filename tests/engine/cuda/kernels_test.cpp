@@ -201,8 +201,6 @@ const char* family(CudaAttention path) {
   switch (path) {
     case CudaAttention::kTc2: return "attention_tc2";
     case CudaAttention::kTc2Split: return "attention_tc2s";
-    case CudaAttention::kTc2x3: return "attention_tc2x3";
-    case CudaAttention::kTc2x4: return "attention_tc2x4";
     case CudaAttention::kTc: return "attention_tc";
     case CudaAttention::kSimt: return "attention";
   }
@@ -281,8 +279,7 @@ TEST_F(KernelsTest, AttentionEveryPathWindowAndRope) {
   }
   cases.push_back({CudaAttention::kSimt, Dt::kF32, Dt::kF32, false, -1});
   cases.push_back({CudaAttention::kSimt, Dt::kF32, Dt::kF32, true, -1});
-  for (CudaAttention path : {CudaAttention::kTc, CudaAttention::kTc2, CudaAttention::kTc2Split, CudaAttention::kTc2x3,
-                             CudaAttention::kTc2x4}) {
+  for (CudaAttention path : {CudaAttention::kTc, CudaAttention::kTc2, CudaAttention::kTc2Split}) {
     for (Dt out : kTypes) {
       cases.push_back({path, Dt::kF32, out, true, 16});
       cases.push_back({path, Dt::kF32, out, false, -1});
@@ -339,8 +336,7 @@ TEST_F(KernelsTest, AttentionTensorCoresOnLongSequences) {
   const std::vector<float> table = rope_table(160000.0f, 32, positions);
   DeviceBuffer td = to_device(table);
   const RopeTable rt{td.as<float>(), td.as<float>() + size_t{positions} * 32};
-  for (CudaAttention path : {CudaAttention::kTc2, CudaAttention::kTc2Split, CudaAttention::kTc2x3,
-                             CudaAttention::kTc2x4, CudaAttention::kTc}) {
+  for (CudaAttention path : {CudaAttention::kTc2, CudaAttention::kTc2Split, CudaAttention::kTc}) {
     for (int window : {-1, 64}) {
       const AttentionCase c{path, Dt::kF32, Dt::kF16, true, window};
       // Unit-variance activations. (tc2 rounds v to f16: its error grows with |v|, about 2^-11 · |v|.)
