@@ -45,6 +45,25 @@ config::Deployment two_rank_deployment() {
   return d;
 }
 
+// Rank 1 of `d` as a worker on its own thread over `world` (world[0] is the test's coordinator side),
+// loading with `factory`. A deployment that does not fit the world fails the test and gives a future
+// that is never ready.
+std::future<int> start_worker(std::vector<std::unique_ptr<Transport>>& world, const config::Deployment& d,
+                              RunnerFactory factory) {
+  auto topo = Topology::make(d, 1, static_cast<int>(world.size()));
+  EXPECT_TRUE(topo.ok()) << (topo.ok() ? std::string() : topo.error().message());
+  if (!topo.ok()) return std::async(std::launch::deferred, [] { return -1; });
+  return std::async(std::launch::async, [&world, topo = std::move(topo).value(), health = d.health,
+                                         factory = std::move(factory)] {
+    return run_worker(*world[1], topo, health, factory);
+  });
+}
+
+// A factory of FakeRunners that take `delay` per batch.
+RunnerFactory fake_runner(std::chrono::milliseconds delay) {
+  return [delay] { return Result<std::unique_ptr<BatchRunner>>(std::make_unique<FakeRunner>(delay)); };
+}
+
 // The coordinator side of the conversation; it heartbeats while it waits unless told to keep quiet.
 struct Coordinator {
   Transport& t;
@@ -82,12 +101,7 @@ struct Coordinator {
 TEST(RunWorker, ReadyBatchesHeartbeatsShutdown) {
   auto world = make_local_world(2);
   const auto d = two_rank_deployment();
-  auto topo = Topology::make(d, 1, 2);
-  ASSERT_TRUE(topo.ok());
-  auto result = std::async(std::launch::async, [&] {
-    return run_worker(*world[1], *topo, d.health,
-                      [] { return Result<std::unique_ptr<BatchRunner>>(std::make_unique<FakeRunner>(150ms)); });
-  });
+  auto result = start_worker(world, d, fake_runner(150ms));
   Coordinator c{*world[0]};
   auto ready = c.expect(Tag::kStatus);
   ASSERT_TRUE(std::holds_alternative<Ready>(ready));
@@ -136,12 +150,8 @@ TEST(RunWorker, ReadyBatchesHeartbeatsShutdown) {
 TEST(RunWorker, LoadFailureIsReportedWithItsReason) {
   auto world = make_local_world(2);
   const auto d = two_rank_deployment();
-  auto topo = Topology::make(d, 1, 2);
-  ASSERT_TRUE(topo.ok());
-  auto result = std::async(std::launch::async, [&] {
-    return run_worker(*world[1], *topo, d.health, []() -> Result<std::unique_ptr<BatchRunner>> {
-      return Error(ErrorKind::kShape, "tensor encoder.final_norm.weight: shape [3] expected [128]");
-    });
+  auto result = start_worker(world, d, []() -> Result<std::unique_ptr<BatchRunner>> {
+    return Error(ErrorKind::kShape, "tensor encoder.final_norm.weight: shape [3] expected [128]");
   });
   Coordinator c{*world[0]};
   auto m = c.expect(Tag::kStatus);
@@ -155,13 +165,8 @@ TEST(RunWorker, LoadFailureIsReportedWithItsReason) {
 TEST(RunWorker, ExitsWhenTheCoordinatorFallsSilent) {
   auto world = make_local_world(2);
   const auto d = two_rank_deployment();
-  auto topo = Topology::make(d, 1, 2);
-  ASSERT_TRUE(topo.ok());
   const auto start = std::chrono::steady_clock::now();
-  auto result = std::async(std::launch::async, [&] {
-    return run_worker(*world[1], *topo, d.health,
-                      [] { return Result<std::unique_ptr<BatchRunner>>(std::make_unique<FakeRunner>(0ms)); });
-  });
+  auto result = start_worker(world, d, fake_runner(0ms));
   Coordinator c{*world[0], true};
   c.send(Heartbeat{1});  // one word, then silence
   ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
@@ -174,13 +179,9 @@ TEST(RunWorker, ExitsWhenTheCoordinatorFallsSilent) {
 TEST(RunWorker, AbortEndsItAtOnceEvenWhileLoading) {
   auto world = make_local_world(2);
   const auto d = two_rank_deployment();
-  auto topo = Topology::make(d, 1, 2);
-  ASSERT_TRUE(topo.ok());
-  auto result = std::async(std::launch::async, [&] {
-    return run_worker(*world[1], *topo, d.health, []() -> Result<std::unique_ptr<BatchRunner>> {
-      std::this_thread::sleep_for(2s);  // a long load the abort must not wait for
-      return std::unique_ptr<BatchRunner>(std::make_unique<FakeRunner>(0ms));
-    });
+  auto result = start_worker(world, d, []() -> Result<std::unique_ptr<BatchRunner>> {
+    std::this_thread::sleep_for(2s);  // a long load the abort must not wait for
+    return std::unique_ptr<BatchRunner>(std::make_unique<FakeRunner>(0ms));
   });
   Coordinator c{*world[0]};
   c.send(Abort{"rank 2 failed to load"});
@@ -192,12 +193,7 @@ TEST(RunWorker, IgnoresGarbageAndStrangers) {
   auto world = make_local_world(3);
   config::Deployment d = two_rank_deployment();
   d.ranks.push_back(config::Rank{config::Role::kScorer, {}});
-  auto topo = Topology::make(d, 1, 3);
-  ASSERT_TRUE(topo.ok());
-  auto result = std::async(std::launch::async, [&] {
-    return run_worker(*world[1], *topo, d.health,
-                      [] { return Result<std::unique_ptr<BatchRunner>>(std::make_unique<FakeRunner>(0ms)); });
-  });
+  auto result = start_worker(world, d, fake_runner(0ms));
   Coordinator c{*world[0]};
   ASSERT_TRUE(std::holds_alternative<Ready>(c.expect(Tag::kStatus)));
   ASSERT_TRUE(world[0]->send(1, Tag::kCommand, {1, 2, 3}).ok());                 // garbage
