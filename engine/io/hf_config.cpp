@@ -41,6 +41,16 @@ Result<CoreShape> read_core_shape(const JsonFields& f) {
   return s;
 }
 
+// Copies the shared shape fields into a family's config.
+template <class Config>
+void set_core_shape(const CoreShape& s, Config& c) {
+  c.vocab_size = s.vocab_size;
+  c.hidden_size = s.hidden_size;
+  c.intermediate_size = s.intermediate_size;
+  c.num_hidden_layers = s.num_hidden_layers;
+  c.num_attention_heads = s.num_attention_heads;
+}
+
 // hidden_size / num_attention_heads, which must be exact and even (RoPE rotates pairs).
 Result<uint32_t> derived_head_dim(const JsonFields& f, const CoreShape& s) {
   if (s.hidden_size % s.num_attention_heads != 0) {
@@ -169,11 +179,7 @@ Result<ModernBertConfig> parse_modernbert_config(const json& j, const std::strin
   TANDEM_ASSIGN(const JsonFields f, JsonFields::of(j, JsonLoc(origin)));
   TANDEM_ASSIGN(const CoreShape s, read_core_shape(f));
   ModernBertConfig c;
-  c.vocab_size = s.vocab_size;
-  c.hidden_size = s.hidden_size;
-  c.intermediate_size = s.intermediate_size;
-  c.num_hidden_layers = s.num_hidden_layers;
-  c.num_attention_heads = s.num_attention_heads;
+  set_core_shape(s, c);
   TANDEM_ASSIGN(c.head_dim, derived_head_dim(f, s));
   TANDEM_TRY(check_even_head_dim(f.loc("hidden_size"), c.head_dim));
   TANDEM_ASSIGN(c.norm_eps, f.f32_or("norm_eps", 1e-5f, 0.0, 1.0));
@@ -251,11 +257,7 @@ Result<Qwen3Config> parse_qwen3_config(const json& j, const std::string& origin)
   TANDEM_ASSIGN(const JsonFields f, JsonFields::of(j, JsonLoc(origin)));
   TANDEM_ASSIGN(const CoreShape s, read_core_shape(f));
   Qwen3Config c;
-  c.vocab_size = s.vocab_size;
-  c.hidden_size = s.hidden_size;
-  c.intermediate_size = s.intermediate_size;
-  c.num_hidden_layers = s.num_hidden_layers;
-  c.num_attention_heads = s.num_attention_heads;
+  set_core_shape(s, c);
   TANDEM_ASSIGN(c.num_key_value_heads, f.u32_or("num_key_value_heads", s.num_attention_heads, 1, kMaxHeads));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     return f.loc("num_key_value_heads")
