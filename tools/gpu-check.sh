@@ -19,7 +19,7 @@ JOBS=$(nproc)
 START=$(date +%s)
 BUDGET=${BUDGET:-470}
 export NCCL_NVLS_ENABLE=0                       # must stay set on this machine (gpu-machine.md)
-export XDG_CACHE_HOME=$BUILD/cache              # the NVRTC module cache lives with the build
+export XDG_CACHE_HOME=$BUILD/cache              # the kernel and GEMM-choice caches live with the build
 : > "$OUT/steps.txt"
 
 elapsed() { echo $(( $(date +%s) - START )); }
