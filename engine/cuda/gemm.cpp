@@ -161,21 +161,8 @@ Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAl
   // Fixed noise for the input and (accumulating shapes) the output's prior contents.
   const size_t a_count = size_t{rows} * shape.k, c_count = size_t{rows} * shape.n;
   std::mt19937 rng(0x5eed);
-  std::normal_distribution<float> noise(0.0f, 1.0f);
-  auto host_values = [&](size_t count, Dt type) {
-    std::vector<unsigned char> bytes(count * dt_size(type));
-    for (size_t i = 0; i < count; ++i) {
-      const float v = noise(rng);
-      if (type == Dt::kF32) {
-        std::memcpy(bytes.data() + 4 * i, &v, 4);
-      } else {
-        const uint16_t h = float_to_half(v);
-        std::memcpy(bytes.data() + 2 * i, &h, 2);
-      }
-    }
-    return bytes;
-  };
-  const std::vector<unsigned char> a_host = host_values(a_count, shape.ab), c_host = host_values(c_count, shape.out);
+  const std::vector<unsigned char> a_host = random_host_bytes(a_count, shape.ab, 1.0f, rng);
+  const std::vector<unsigned char> c_host = random_host_bytes(c_count, shape.out, 1.0f, rng);
   TANDEM_ASSIGN(DeviceBuffer a, DeviceBuffer::make(a_host.size(), "a GEMM probe"));
   TANDEM_ASSIGN(DeviceBuffer out1, DeviceBuffer::make(c_host.size(), "a GEMM probe"));
   TANDEM_ASSIGN(DeviceBuffer out2, DeviceBuffer::make(c_host.size(), "a GEMM probe"));

@@ -43,8 +43,7 @@ Result<double> median_us(const Device& device, const std::function<Status()>& la
   return us[us.size() / 2];
 }
 
-Result<DeviceBuffer> random_device_buffer(const Device& device, size_t count, Dt type, float scale,
-                                          std::mt19937& rng) {
+std::vector<unsigned char> random_host_bytes(size_t count, Dt type, float scale, std::mt19937& rng) {
   std::normal_distribution<float> d(0.0f, scale);
   std::vector<unsigned char> bytes(count * dt_size(type));
   for (size_t i = 0; i < count; ++i) {
@@ -56,6 +55,12 @@ Result<DeviceBuffer> random_device_buffer(const Device& device, size_t count, Dt
       std::memcpy(bytes.data() + 2 * i, &h, 2);
     }
   }
+  return bytes;
+}
+
+Result<DeviceBuffer> random_device_buffer(const Device& device, size_t count, Dt type, float scale,
+                                          std::mt19937& rng) {
+  const std::vector<unsigned char> bytes = random_host_bytes(count, type, scale, rng);
   TANDEM_ASSIGN(DeviceBuffer b, DeviceBuffer::make(bytes.size(), "random operands"));
   // INVARIANT: the buffer holds exactly the host bytes; the copy is drained before they go away.
   if (!bytes.empty()) {

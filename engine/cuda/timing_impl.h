@@ -28,6 +28,9 @@ struct Events {
 // Median device time of one call of `launch` over `reps` back-to-back calls, after `warm` untimed ones.
 Result<double> median_us(const Device& device, const std::function<Status()>& launch, int reps, int warm = 3);
 
+// `count` normal values of standard deviation `scale`, as the host bytes of FP32 or FP16 elements.
+std::vector<unsigned char> random_host_bytes(size_t count, Dt type, float scale, std::mt19937& rng);
+
 // `count` normal values of standard deviation `scale` on the device, as FP32 or FP16.
 Result<DeviceBuffer> random_device_buffer(const Device& device, size_t count, Dt type, float scale, std::mt19937& rng);
 
