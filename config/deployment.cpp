@@ -30,7 +30,7 @@ const Model* Deployment::model(Role role) const {
 Result<ir::BucketTable> serving_buckets(const Deployment& d) {
   std::string text;
   for (const ir::Bucket& b : d.bucket_table.stage("compat")) {
-    text += fmt::format("compat {} {} {}\n", b.tokens, b.seqs, b.markers);
+    text += fmt::format("compat {} {} {}\n", b.tokens, b.seqs, b.picks);
     if (b.tokens >= d.batcher.max_batch_tokens) break;
   }
   return ir::BucketTable::parse(text, d.origin + " (serving buckets)");

@@ -66,7 +66,7 @@ Api::Api(const config::Deployment& deployment, const DecisionFrontend& scorer, c
   limits_.max_options = deployment.limits.max_options;
   limits_.max_request_tokens = deployment.limits.max_request_tokens;
   limits_.max_sequence_tokens = std::min(deployment.batcher.max_batch_tokens, ceiling.tokens);
-  limits_.max_sequence_markers = ceiling.markers;
+  limits_.max_sequence_markers = ceiling.picks;
 }
 
 void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {

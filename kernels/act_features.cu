@@ -9,12 +9,12 @@ extern "C" __global__ void __launch_bounds__(256) act_features_f32_f32(ActFeatur
   const unsigned s = blockIdx.x;
   if (s >= real_rows(a.n, kRowsSeqs)) return;
   const unsigned lo = a.cu[s], hi = a.cu[s + 1];
-  // INVARIANT: s < the real seqs; cu and mcu bound rows and markers that exist (ir::check).
+  // INVARIANT: s < the real seqs; cu and pcu bound rows and markers that exist (ir::check).
   float* out = a.out + static_cast<unsigned long long>(s) * (a.width + 4);
   const float* cls = a.h + static_cast<unsigned long long>(lo) * a.width;
   for (unsigned c = threadIdx.x; c < a.width; c += blockDim.x) out[c] = lo < hi ? cls[c] : 0.0f;
   if (threadIdx.x != 0) return;
-  const unsigned m0 = a.mcu[s], m1 = a.mcu[s + 1];
+  const unsigned m0 = a.pcu[s], m1 = a.pcu[s + 1];
   const unsigned k = m1 - m0;
   const unsigned kf = k > 2 ? k : 2;
   double top1 = 0.0, margin = 0.0, entropy = 0.0;

@@ -6,9 +6,12 @@
 namespace tandem::kernels {
 
 // Row kinds, in ir::Rows order: a kernel's real row count is n[kind] of the device index header.
-enum : unsigned { kRowsTokens = 0, kRowsSeqs = 1, kRowsMarkers = 2 };
-// Header words of the index buffer: tokens, seqs, markers, attention tiles, then padding to 8 words.
-enum : unsigned { kHeaderTiles = 3, kHeaderWords = 8 };
+enum : unsigned { kRowsTokens = 0, kRowsSeqs = 1, kRowsPicks = 2 };
+// Header words of the index buffer: tokens, seqs, picks, attention tiles (scorer), the bound State's
+// positions per cache slot and the decoder attention's query tiles (decoders), then padding to 8 words.
+enum : unsigned { kHeaderTiles = 3, kHeaderCapacity = 4, kHeaderQTiles = 5, kHeaderWords = 8 };
+// Decoder attention query tiles: every kQTileRows-th row of each sequence starts one (index_impl.h).
+enum : unsigned { kQTileRows = 16 };
 // Anchored attention tiles: every kTileRows-th row of each sequence starts one (determinism).
 enum : unsigned { kTileRows = 64, kHeadDim = 64 };
 // attention_tc2's dynamic shared memory: 2 stages (1 for the unsplit FP16 entry), each of 64 key rows
@@ -110,10 +113,10 @@ struct AddTypeArgs {
   unsigned width;
 };
 
-struct GatherArgs {
-  void* out;                 // [markers, width]
+struct PickRowsArgs {
+  void* out;                 // [picks, width]
   const void* h;             // [tokens, width]
-  const unsigned* mrow;      // [markers]: absolute token row of each marker
+  const unsigned* prow;      // [picks]: absolute token row of each picked row
   const unsigned* n;
   unsigned width;
 };
@@ -121,10 +124,80 @@ struct GatherArgs {
 struct ActFeaturesArgs {
   float* out;                // [seqs, width + 4]
   const float* h;            // [tokens, width]
-  const float* logits;       // [markers]
+  const float* logits;       // [picks]: the scorer's markers
   const unsigned* cu;
-  const unsigned* mcu;
+  const unsigned* pcu;
   const unsigned* n;
+  unsigned width;
+};
+
+// ---- decoder kernels (dflash.md §1.5; graph.h's decoder ops) ----
+
+// out = x / sqrt(mean(x²) + eps) · w over rows of any width (HF Qwen3RMSNorm: normalize, round to f32,
+// then scale), one block per row, statistics in f32 with a fixed reduction order.
+struct RmsNormArgs {
+  void* out;                 // [rows, width] of the out type
+  const void* x;             // [rows, width] of the in type
+  const float* w;            // [width]
+  const unsigned* n;
+  unsigned kind;
+  unsigned width;
+  float eps;
+};
+
+// In place on heads × head_dim columns (from column 0) of token rows `ld` wide: per-head RMSNorm with
+// weight w ([head_dim]; null: none), then rotate-half RoPE at each row's absolute position pos[row]
+// (inv_freq null: none): angle = (float)pos · inv_freq[i] in f32, cos/sin in f64 rounded to f32, as the
+// CPU reference computes.
+struct HeadNormRopeArgs {
+  void* x;
+  const float* w;
+  const float* inv_freq;     // [head_dim / 2] = 1 / theta^(2i / head_dim) in f32
+  const unsigned* pos;       // [tokens]
+  const unsigned* n;
+  unsigned ld;
+  unsigned heads;
+  unsigned head_dim;
+  float eps;
+};
+
+// out = silu(x[:, :inter]) · x[:, inter:], on the real rows.
+struct SwigluArgs {
+  void* out;                 // [rows, inter]
+  const void* x;             // [rows, 2·inter]
+  const unsigned* n;
+  unsigned kind;
+  unsigned inter;
+};
+
+// out[r, col : col + width] = x[r] (tap capture into the joined row), converted to out's type.
+struct TapArgs {
+  void* out;                 // [rows, ld]
+  const void* x;             // [rows, width]
+  const unsigned* n;
+  unsigned kind;
+  unsigned width;
+  unsigned ld;
+  unsigned col;
+};
+
+// The persistent caches of a bound State, as the index buffer lists them: per cache, the device
+// addresses of its K and V arrays, each [slots][capacity][width] of the plan's cache element type.
+struct CacheTable {
+  unsigned long long k;
+  unsigned long long v;
+};
+
+// Writes each token row's k and v at (slot of its sequence, its absolute position) of cache `cache`.
+struct CacheAppendArgs {
+  const void* k;             // [tokens, width] of the cache's element type
+  const void* v;
+  const CacheTable* caches;  // index buffer
+  const unsigned* pos;       // [tokens]: absolute position
+  const unsigned* seq;       // [tokens]
+  const unsigned* slot;      // [seqs]
+  const unsigned* n;         // header: tokens and the cache capacity
+  unsigned cache;
   unsigned width;
 };
 

@@ -13,8 +13,13 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/bias_act.cu
   ${CMAKE_CURRENT_LIST_DIR}/cast.cu
   ${CMAKE_CURRENT_LIST_DIR}/embed.cu
-  ${CMAKE_CURRENT_LIST_DIR}/gather_markers.cu
+  ${CMAKE_CURRENT_LIST_DIR}/pick_rows.cu
   ${CMAKE_CURRENT_LIST_DIR}/geglu.cu
   ${CMAKE_CURRENT_LIST_DIR}/layer_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/rope.cu
+  ${CMAKE_CURRENT_LIST_DIR}/rms_norm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/head_norm_rope.cu
+  ${CMAKE_CURRENT_LIST_DIR}/swiglu.cu
+  ${CMAKE_CURRENT_LIST_DIR}/tap.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cache_append.cu
 )

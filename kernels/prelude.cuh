@@ -23,6 +23,13 @@ TK_DEV unsigned short f2h(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+// bfloat16 <-> float: exact widening; narrowing rounds to nearest even, NaN stays NaN (tandem's host rule).
+TK_DEV float b2f(unsigned short b) { return __uint_as_float(static_cast<unsigned>(b) << 16); }
+TK_DEV unsigned short f2b(float f) {
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+}
 
 TK_DEV float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 TK_DEV float shfl(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
@@ -41,15 +48,25 @@ TK_DEV float bits_float(unsigned u) { return __uint_as_float(u); }
 
 namespace tandem::kernels {
 
-// Halves travel as their bits; the type only selects the conversion.
+// 16-bit floats travel as their bits; the type only selects the conversion.
 struct half_t {
+  unsigned short bits;
+};
+struct bf16_t {
   unsigned short bits;
 };
 
 TK_DEV float to_f32(float v) { return v; }
 TK_DEV float to_f32(half_t v) { return h2f(v.bits); }
+TK_DEV float to_f32(bf16_t v) { return b2f(v.bits); }
 TK_DEV void store(float* p, float v) { *p = v; }
 TK_DEV void store(half_t* p, float v) { p->bits = f2h(v); }
+TK_DEV void store(bf16_t* p, float v) { p->bits = f2b(v); }
+// The 16-bit conversions by type, for code templated on the element type.
+TK_DEV float bits_to_f32(half_t, unsigned short b) { return h2f(b); }
+TK_DEV float bits_to_f32(bf16_t, unsigned short b) { return b2f(b); }
+TK_DEV unsigned short f32_to_bits(half_t, float f) { return f2h(f); }
+TK_DEV unsigned short f32_to_bits(bf16_t, float f) { return f2b(f); }
 
 // Two halves in one 32-bit register, the lower column in the low bits (mma fragment order).
 TK_DEV unsigned pack_h2(unsigned short lo, unsigned short hi) {
@@ -75,30 +92,42 @@ TK_DEV void load8(const float* p, float (&v)[8]) {
   const V4 a = reinterpret_cast<const V4*>(p)[0], b = reinterpret_cast<const V4*>(p)[1];
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
-TK_DEV void load8(const half_t* p, float (&v)[8]) {
+template <class T16>
+TK_DEV void load8_16(const T16* p, float (&v)[8]) {
   TK_ASSERT_ALIGNED(p, 16);
   const U4 u = *reinterpret_cast<const U4*>(p);
   const unsigned w[4] = {u.x, u.y, u.z, u.w};
   for (int i = 0; i < 4; ++i) {
-    v[2 * i] = h2f(static_cast<unsigned short>(w[i] & 0xffffu));
-    v[2 * i + 1] = h2f(static_cast<unsigned short>(w[i] >> 16));
+    v[2 * i] = bits_to_f32(T16{}, static_cast<unsigned short>(w[i] & 0xffffu));
+    v[2 * i + 1] = bits_to_f32(T16{}, static_cast<unsigned short>(w[i] >> 16));
   }
 }
+TK_DEV void load8(const half_t* p, float (&v)[8]) { load8_16(p, v); }
+TK_DEV void load8(const bf16_t* p, float (&v)[8]) { load8_16(p, v); }
 TK_DEV void store8(float* p, const float (&v)[8]) {
   TK_ASSERT_ALIGNED(p, 16);
   reinterpret_cast<V4*>(p)[0] = V4{v[0], v[1], v[2], v[3]};
   reinterpret_cast<V4*>(p)[1] = V4{v[4], v[5], v[6], v[7]};
 }
-TK_DEV void store8(half_t* p, const float (&v)[8]) {
+template <class T16>
+TK_DEV void store8_16(T16* p, const float (&v)[8]) {
   TK_ASSERT_ALIGNED(p, 16);
-  *reinterpret_cast<U4*>(p) = U4{pack_h2(f2h(v[0]), f2h(v[1])), pack_h2(f2h(v[2]), f2h(v[3])),
-                                 pack_h2(f2h(v[4]), f2h(v[5])), pack_h2(f2h(v[6]), f2h(v[7]))};
+  const T16 t{};
+  *reinterpret_cast<U4*>(p) = U4{pack_h2(f32_to_bits(t, v[0]), f32_to_bits(t, v[1])),
+                                 pack_h2(f32_to_bits(t, v[2]), f32_to_bits(t, v[3])),
+                                 pack_h2(f32_to_bits(t, v[4]), f32_to_bits(t, v[5])),
+                                 pack_h2(f32_to_bits(t, v[6]), f32_to_bits(t, v[7]))};
 }
+TK_DEV void store8(half_t* p, const float (&v)[8]) { store8_16(p, v); }
+TK_DEV void store8(bf16_t* p, const float (&v)[8]) { store8_16(p, v); }
 
 // Two consecutive elements (an even column, so the pair is 8 or 4 bytes aligned).
 TK_DEV void store2(float* p, float a, float b) { *reinterpret_cast<V2*>(p) = V2{a, b}; }
 TK_DEV void store2(half_t* p, float a, float b) {
   *reinterpret_cast<unsigned*>(p) = pack_h2(f2h(a), f2h(b));
+}
+TK_DEV void store2(bf16_t* p, float a, float b) {
+  *reinterpret_cast<unsigned*>(p) = pack_h2(f2b(a), f2b(b));
 }
 
 // Butterfly reductions: every lane ends with the same value, summed in a fixed order.

@@ -1,5 +1,6 @@
 // `tandem generate`: DFlash speculative decoding (or plain target decoding without --drafter) of token-id
-// prompts on the CPU backend, printing the tokens and per-round statistics as JSON (dflash.md §1.6-1.8).
+// prompts on the CPU or CUDA backend, printing the tokens and per-round statistics as JSON (dflash.md
+// §1.6-1.8).
 // Several prompts (one per line of --prompt-file) run as requests sharing every round.
 #include <chrono>
 #include <cstdio>
@@ -7,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/cpu/cpu_backend.h"
+#include "engine/backends/backend_factory.h"
 #include "engine/spec/spec.h"
 #include "launch/commands.h"
 
@@ -30,6 +31,9 @@ struct GenerateArgs {
   bool ignore_eos = false;
   uint32_t draft_vocab = 0;
   size_t threads = 0;
+  std::string backend = "cpu";
+  std::string precision;  // default: f32 on the cpu, bf16 on cuda
+  int device = 0;
 };
 
 // Ids separated by commas and/or whitespace; `where` names the flag or file line in errors.
@@ -132,8 +136,15 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
   if (capacity > UINT32_MAX / 2) return Error(ErrorKind::kInvalidArgument, "--max-tokens is too large");
   const uint32_t slots = static_cast<uint32_t>(prompts.size());
 
-  auto backend = cpu::make_cpu_backend(a.threads);
-  models::qwen3::TargetOptions topt{taps, slots, static_cast<uint32_t>(capacity), nullptr};
+  backends::BackendOptions bo;
+  bo.name = a.backend;
+  bo.threads = a.threads;
+  bo.device = a.device;
+  TANDEM_ASSIGN(bo.precision, ir::parse_precision(a.precision.empty() ? (a.backend == "cuda" ? "bf16" : "f32")
+                                                                      : a.precision));
+  TANDEM_ASSIGN(auto backend, backends::make_backend(bo));
+  const bool host_logits = mode == spec::VerifyMode::kReject && a.temperature > 0.0f;
+  models::qwen3::TargetOptions topt{taps, slots, static_cast<uint32_t>(capacity), nullptr, host_logits};
   TANDEM_ASSIGN(auto target, models::qwen3::Target::open(*backend, a.target, topt));
   std::unique_ptr<models::dflash::Drafter> drafter;
   if (!a.drafter.empty()) {
@@ -160,6 +171,8 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
 
   nlohmann::ordered_json out;
   out["mode"] = drafter ? "speculative" : "plain";
+  out["backend"] = backend->caps().name;
+  out["precision"] = ir::to_string(bo.precision);
   if (drafter) {
     out["drafter_version"] = drafter->version();
     out["block"] = block;
@@ -188,7 +201,7 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "generate", "Generate from token-id prompts with a Qwen3 target and an optional DFlash drafter (CPU backend)");
+      "generate", "Generate from token-id prompts with a Qwen3 target and an optional DFlash drafter");
   cmd->add_option("--target", args->target, "HF Qwen3 checkpoint directory")->required();
   cmd->add_option("--drafter", args->drafter, "DFlash v1/v2 drafter directory (none: plain target decoding)");
   auto* ids = cmd->add_option("--prompt-ids", args->prompt_ids, "prompt token ids, comma separated");
@@ -209,6 +222,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the target's eos_token_id");
   cmd->add_option("--draft-vocab", args->draft_vocab, "draft over the LM head's first W rows only");
   cmd->add_option("--threads", args->threads, "CPU threads (0: one per hardware thread)");
+  cmd->add_option("--backend", args->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", args->precision, "f32, f16 or bf16 (default: f32 on the cpu, bf16 on cuda)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--device", args->device, "CUDA device index");
   cmd->callback([args, &exit_code] {
     auto out = run_generate(*args);
     if (!out.ok()) {

@@ -11,7 +11,7 @@
 
 #include "engine/io/hf_config.h"
 #include "engine/io/laya_config.h"
-#include "engine/models/decision/backend_factory.h"
+#include "engine/backends/backend_factory.h"
 #include "engine/models/decision/decision_model.h"
 #include "launch/commands.h"
 
@@ -145,12 +145,12 @@ Result<Printed> score(const ScoreOptions& o) {
   TANDEM_ASSIGN(const ir::Precision precision, ir::parse_precision(o.precision));
   TANDEM_ASSIGN(auto model, DecisionModel::load(o.model));
   TANDEM_ASSIGN(const std::vector<Question> qs, read_questions(o.input, model->vocab()));
-  models::BackendOptions bo;
+  backends::BackendOptions bo;
   bo.name = o.backend;
   bo.precision = precision;
   bo.device = o.device;
   bo.threads = o.threads;
-  TANDEM_ASSIGN(auto backend, models::make_backend(bo));
+  TANDEM_ASSIGN(auto backend, backends::make_backend(bo));
   const ir::BucketTable& table = ir::BucketTable::defaults();
   TANDEM_ASSIGN(auto scorer, Scorer::create(*model, *backend, table));
   TANDEM_ASSIGN(const auto batches, plan_batches(qs, table));
@@ -163,7 +163,7 @@ Result<Printed> score(const ScoreOptions& o) {
     if (!out.ok()) return std::move(out).error().context(fmt::format("sequences[{}..{}]", begin, end - 1));
     for (size_t i = begin; i < end; ++i) {
       const uint32_t s = static_cast<uint32_t>(i - begin);
-      const std::vector<float> logits(out->logits.begin() + batch.mcu[s], out->logits.begin() + batch.mcu[s + 1]);
+      const std::vector<float> logits(out->logits.begin() + batch.pcu[s], out->logits.begin() + batch.pcu[s + 1]);
       const uint32_t k = static_cast<uint32_t>(logits.size());
       const std::vector<float> probs = models::decision::calibrate(logits, model->temperature(qs[i].qtype, k));
       Printed q = {{"logits", Printed::array()},

@@ -2,7 +2,7 @@
 // buckets so no request pays for lowering.
 #include <fmt/format.h>
 
-#include "engine/models/decision/backend_factory.h"
+#include "engine/backends/backend_factory.h"
 #include "engine/models/decision/decision_model.h"
 #include "worker/batch_runner.h"
 
@@ -15,19 +15,19 @@ class ScorerRunner final : public BatchRunner {
 
   Status load(const config::Model& model, const config::Backend& backend) {
     TANDEM_ASSIGN(model_, models::decision::DecisionModel::load(model.dir));
-    models::BackendOptions options;
+    backends::BackendOptions options;
     options.name = backend.name;
     options.precision = backend.precision;
     options.device = backend.device;
     options.threads = backend.threads;
-    TANDEM_ASSIGN(backend_, models::make_backend(options));
+    TANDEM_ASSIGN(backend_, backends::make_backend(options));
     TANDEM_ASSIGN(scorer_, models::decision::Scorer::create(*model_, *backend_, buckets_));
     return scorer_->warm_up();
   }
 
   Result<RunOutput> run(const ir::Batch& batch) override {
     TANDEM_ASSIGN(ir::Bucket bucket,
-                  buckets_.smallest("compat", batch.tokens(), batch.seqs(), batch.num_markers()));
+                  buckets_.smallest("compat", batch.tokens(), batch.seqs(), batch.num_picks()));
     TANDEM_ASSIGN(models::decision::ScoreOutputs out, scorer_->score(batch));
     return RunOutput{bucket, std::move(out.logits), std::move(out.act)};
   }

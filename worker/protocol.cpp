@@ -17,8 +17,8 @@ void write_body(WireWriter& w, const Message& m) {
                    w.u64(r.batch_id);
                    w.u32s(r.batch.ids);
                    w.u32s(r.batch.cu);
-                   w.u32s(r.batch.markers);
-                   w.u32s(r.batch.mcu);
+                   w.u32s(r.batch.picks);
+                   w.u32s(r.batch.pcu);
                    w.u8s(r.batch.qtype);
                  },
                  [&](const Shutdown&) {},
@@ -38,7 +38,7 @@ void write_body(WireWriter& w, const Message& m) {
                    w.u64(d.run_us);
                    w.u32(d.bucket.tokens);
                    w.u32(d.bucket.seqs);
-                   w.u32(d.bucket.markers);
+                   w.u32(d.bucket.picks);
                    w.f32s(d.logits);
                    w.u32(static_cast<uint32_t>(d.act.size()));
                    for (const auto& a : d.act) {
@@ -63,11 +63,11 @@ Result<Message> read_body(MessageKind kind, WireReader& r) {
       m.batch_id = r.u64("batch_id");
       m.batch.ids = r.u32s("ids");
       m.batch.cu = r.u32s("cu");
-      m.batch.markers = r.u32s("markers");
-      m.batch.mcu = r.u32s("mcu");
+      m.batch.picks = r.u32s("picks");
+      m.batch.pcu = r.u32s("pcu");
       m.batch.qtype = r.u8s("qtype");
       if (!r.failed()) {
-        // Structure only (offsets, markers inside their sequences); the worker checks ids against its
+        // Structure only (offsets, picks inside their sequences); the worker checks ids against its
         // model's vocabulary when it runs the batch.
         ir::BatchLimits limits;
         limits.vocab = std::numeric_limits<uint32_t>::max();
@@ -96,7 +96,7 @@ Result<Message> read_body(MessageKind kind, WireReader& r) {
       m.run_us = r.u64("run_us");
       m.bucket.tokens = r.u32("bucket.tokens");
       m.bucket.seqs = r.u32("bucket.seqs");
-      m.bucket.markers = r.u32("bucket.markers");
+      m.bucket.picks = r.u32("bucket.picks");
       m.logits = r.f32s("logits");
       const uint32_t pairs = r.u32("act");
       if (!r.failed() && uint64_t{pairs} * 8 > r.left()) {

@@ -43,7 +43,7 @@ const char* to_string(MessageKind kind);
 
 struct RunBatch {
   uint64_t batch_id = 0;
-  ir::Batch batch;  // ids, cu, markers, mcu, qtype (scorer batches)
+  ir::Batch batch;  // ids, cu, markers, pcu, qtype (scorer batches)
 };
 struct Shutdown {};  // finish, say goodbye, finalize
 // The job is failing: exit now, non-zero, without MPI_Finalize (a peer may be dead). Needed because

@@ -32,13 +32,13 @@ nlohmann::json profile(ir::Backend& backend, const ir::Weights& w, const ir::Gra
   if (!plan.ok()) return {{"error", plan.error().message()}};
   auto* p = dynamic_cast<cuda::CudaPlan*>(plan->get());
   bool in_graph = true;
-  auto steps = p->profile(batch, true);
+  auto steps = p->profile(batch, nullptr, true);
   if (!steps.ok()) {
     std::printf("\nprofile %s: in a graph failed (%s); launching steps one by one\n", name,
                 steps.error().message().c_str());
     in_graph = false;
-    (void)p->profile(batch, false);  // warm
-    steps = p->profile(batch, false);
+    (void)p->profile(batch, nullptr, false);  // warm
+    steps = p->profile(batch, nullptr, false);
   }
   if (!steps.ok()) return {{"error", steps.error().message()}};
   std::map<std::string, std::pair<int, double>> by;

@@ -36,7 +36,7 @@ std::vector<std::pair<size_t, size_t>> split_by_cost(const std::vector<ir::Batch
     uint32_t t = 0, m = 0;
     for (size_t begin = end; begin-- > 0;) {
       t += qs[begin].tokens();
-      m += qs[begin].num_markers();
+      m += qs[begin].num_picks();
       auto bucket = table.smallest("compat", t, static_cast<uint32_t>(end - begin), m);
       if (!bucket.ok() || best[begin] == UINT64_MAX) continue;
       if (best[begin] + bucket->tokens + kRunCostTokens < best[end]) {
@@ -54,7 +54,7 @@ std::vector<std::pair<size_t, size_t>> split_by_cost(const std::vector<ir::Batch
 ir::Batch join(const std::vector<ir::Batch>& qs, size_t begin, size_t end) {
   ir::Batch b;
   for (size_t i = begin; i < end; ++i) {
-    b.add_sequence(qs[i].ids, qs[i].markers, qs[i].qtype[0]);
+    b.add_sequence(qs[i].ids, qs[i].picks, qs[i].qtype[0]);
   }
   return b;
 }

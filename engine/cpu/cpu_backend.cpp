@@ -3,6 +3,7 @@
 // State holds the graph's caches as K and V arrays [slots][capacity][width].
 #include "engine/cpu/cpu_backend.h"
 
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <variant>
@@ -21,7 +22,7 @@ uint32_t real_rows(const ir::Batch& batch, ir::Rows rows) {
   switch (rows) {
     case ir::Rows::kTokens: return batch.tokens();
     case ir::Rows::kSeqs: return batch.seqs();
-    case ir::Rows::kMarkers: return batch.num_markers();
+    case ir::Rows::kPicks: return batch.num_picks();
   }
   return 0;
 }
@@ -34,6 +35,11 @@ class CpuState final : public ir::State {
   size_t bytes() const override {
     size_t total = 0;
     for (size_t c = 0; c < k_.size(); ++c) total += (k_[c].size() + v_[c].size()) * sizeof(float);
+    return total;
+  }
+  size_t bytes_per_position() const override {
+    size_t total = 0;
+    for (uint32_t w : widths_) total += size_t{2} * w * sizeof(float);
     return total;
   }
   void add_cache(uint32_t width) {
@@ -114,6 +120,9 @@ class CpuBackend final : public ir::Backend {
     return {"cpu", fmt::format("{} threads, {}", pool_.size(), to_string(isa_)), false, true};
   }
 
+  // The reference runs every op of the IR (run_op's visit is exhaustive).
+  Status supports(const ir::Graph&, const ir::Op&) const override { return {}; }
+
   Result<std::unique_ptr<ir::Weights>> upload(const WeightSource& source,
                                               std::span<const ir::Graph* const> graphs) override {
     try {
@@ -129,6 +138,7 @@ class CpuBackend final : public ir::Backend {
   Result<std::unique_ptr<ir::State>> create_state(const ir::Graph& graph, uint32_t slots,
                                                   uint32_t capacity) override;
   Status run(ir::Plan& plan, const ir::Batch& batch, ir::State* state, ir::Outputs& out) override;
+  Status fetch(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Tensor2& out) override;
 
  private:
   Status check_run(const CpuPlan& plan, const ir::Batch& batch, ir::State* state, CpuState*& cpu_state) const;
@@ -146,6 +156,7 @@ Result<std::unique_ptr<ir::Plan>> CpuBackend::lower(const ir::Weights& weights, 
     return Error(ErrorKind::kInvalidArgument, "lowering on cpu: the weights were uploaded by another backend");
   }
   TANDEM_TRY(ir::validate(graph));
+  TANDEM_TRY(ir::check_supported(*this, graph));
   TANDEM_TRY(check_aliasing(graph));
   auto plan = std::make_unique<CpuPlan>();
   plan->owner = this;
@@ -171,7 +182,7 @@ Result<std::unique_ptr<ir::Plan>> CpuBackend::lower(const ir::Weights& weights, 
 
   plan->rope_inv.resize(graph.ops.size());
   for (size_t i = 0; i < graph.ops.size(); ++i) {
-    if (const auto* r = std::get_if<ir::Rope>(&graph.ops[i])) plan->rope_inv[i] = rope_inv_freq(r->theta, r->head_dim);
+    if (const auto* r = std::get_if<ir::Rope>(&graph.ops[i])) plan->rope_inv[i] = ir::rope_inv_freq(r->theta, r->head_dim);
   }
 
   const ir::Layout lay = ir::layout(graph, [&](ir::Rows r) { return size_t{bucket.rows(r)}; });
@@ -206,9 +217,9 @@ Result<std::unique_ptr<ir::State>> CpuBackend::create_state(const ir::Graph& gra
 Status CpuBackend::check_run(const CpuPlan& plan, const ir::Batch& batch, ir::State* state,
                              CpuState*& cpu_state) const {
   if (plan.owner != this) return Error(ErrorKind::kInvalidArgument, "the plan was lowered by another backend");
-  if (!plan.bucket_.holds(batch.tokens(), batch.seqs(), batch.num_markers())) {
+  if (!plan.bucket_.holds(batch.tokens(), batch.seqs(), batch.num_picks())) {
     return Error::make(ErrorKind::kCapacity, "a batch of {} tokens, {} sequences and {} markers does not fit "
-                       "bucket {}", batch.tokens(), batch.seqs(), batch.num_markers(), ir::to_string(plan.bucket_));
+                       "bucket {}", batch.tokens(), batch.seqs(), batch.num_picks(), ir::to_string(plan.bucket_));
   }
   const ir::Graph& g = plan.graph;
   const size_t features = size_t{batch.tokens()} * g.feature_width;
@@ -256,7 +267,10 @@ void CpuBackend::run_op(CpuPlan& plan, size_t index, const ir::Batch& batch, Cpu
           [&](const ir::SwiGlu& o) { swiglu(ex, mat(o.x), mat(o.out)); },
           [&](const ir::Attention& o) { attention(ex, batch, mat(o.qkv), o.heads, o.head_dim, o.window, mat(o.out)); },
           [&](const ir::AddType& o) { add_type(batch, mat(o.h), values(o.table)); },
-          [&](const ir::GatherMarkers& o) { gather_markers(batch, mat(o.h), mat(o.out)); },
+          [&](const ir::PickRows& o) { pick_rows(batch, mat(o.h), mat(o.out)); },
+          [&](const ir::Argmax& o) { argmax(ex, mat(o.x), o.columns, mat(o.out)); },
+          [&](const ir::TopK& o) { top_k(ex, mat(o.x), o.columns, o.k, mat(o.ids), mat(o.values)); },
+          [&](const ir::Sample& o) { sample(ex, batch, mat(o.x), o.columns, mat(o.out)); },
           [&](const ir::ActFeatures& o) { act_features(batch, mat(o.h), mat(o.logits), mat(o.out)); },
           [&](const ir::HeadRmsNorm& o) { head_rms_norm(ex, mat(o.x), values(o.w), o.heads, o.head_dim, o.eps); },
           [&](const ir::CacheAppend& o) { cache_append(batch, mat(o.k), mat(o.v), state->view(o.cache)); },
@@ -289,7 +303,50 @@ Status CpuBackend::run(ir::Plan& plan, const ir::Batch& batch, ir::State* state,
     t.rows = real_rows(batch, info.rows);
     t.width = info.width;
     const float* src = cpu_plan->val_ptr[g.outputs[i].val.index];
-    t.data.assign(src, src + size_t{t.rows} * t.width);
+    const size_t n = size_t{t.rows} * t.width;
+    t.data.clear();
+    t.ids.clear();
+    t.device = {};
+    if (g.outputs[i].placement == ir::Placement::kDevice) {
+      // The CPU's "device" is host memory: the arena value itself, valid until this plan runs again.
+      t.device = {src, t.rows, t.width, t.width, info.elem == ir::Elem::kU32 ? ir::Storage::kU32 : ir::Storage::kF32,
+                  this};
+    } else if (info.elem == ir::Elem::kU32) {
+      t.ids.resize(n);
+      std::memcpy(t.ids.data(), src, n * sizeof(uint32_t));
+    } else {
+      t.data.assign(src, src + n);
+    }
+  }
+  return {};
+}
+
+Status CpuBackend::fetch(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Tensor2& out) {
+  if (rows.owner != this) return Error(ErrorKind::kInvalidArgument, "fetching rows another backend holds");
+  if (uint64_t{first} + count > rows.rows) {
+    return Error::make(ErrorKind::kInvalidArgument, "fetching rows {}..{} of {} device rows", first, first + count,
+                       rows.rows);
+  }
+  out.rows = count;
+  out.width = rows.width;
+  out.device = {};
+  out.data.clear();
+  out.ids.clear();
+  const size_t n = size_t{count} * rows.width;
+  // INVARIANT: CPU device rows are f32 or u32 arena rows `stride` elements apart (CpuBackend::run).
+  const auto* base = static_cast<const float*>(rows.data) + size_t{first} * rows.stride;
+  if (rows.storage == ir::Storage::kU32) {
+    out.ids.resize(n);
+    for (uint32_t r = 0; r < count; ++r) {
+      std::memcpy(out.ids.data() + size_t{r} * rows.width, base + size_t{r} * rows.stride,
+                  rows.width * sizeof(uint32_t));
+    }
+  } else {
+    out.data.resize(n);
+    for (uint32_t r = 0; r < count; ++r) {
+      std::memcpy(out.data.data() + size_t{r} * rows.width, base + size_t{r} * rows.stride,
+                  rows.width * sizeof(float));
+    }
   }
   return {};
 }

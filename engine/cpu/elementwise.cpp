@@ -26,15 +26,6 @@ void embed(const Exec& ex, std::span<const uint32_t> ids, const float* table, Ma
   });
 }
 
-std::vector<float> rope_inv_freq(float theta, uint32_t head_dim) {
-  std::vector<float> inv(head_dim / 2);
-  for (uint32_t i = 0; i < inv.size(); ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    inv[i] = 1.0f / std::pow(theta, exponent);
-  }
-  return inv;
-}
-
 void rope(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t col, uint32_t heads, uint32_t head_dim,
           const float* inv_freq) {
   const size_t half = head_dim / 2;

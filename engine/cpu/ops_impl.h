@@ -1,5 +1,5 @@
 // The CPU backend's ops, by family (norms.cpp, attention.cpp, cache_attention.cpp, elementwise.cpp,
-// scorer_ops.cpp; GEMM is gemm_impl.h). Semantics are graph.h's. Ops touch the batch's real rows only and
+// choice.cpp, scorer_ops.cpp; GEMM is gemm_impl.h). Semantics are graph.h's. Ops touch the batch's real rows only and
 // index without checks: ir::validate checked the graph, ir::check and CpuBackend::run the batch.
 #pragma once
 
@@ -68,8 +68,6 @@ void cache_attention(const Exec& ex, const ir::Batch& batch, Mat q, const CacheV
 
 // ---- elementwise.cpp ----
 void embed(const Exec& ex, std::span<const uint32_t> ids, const float* table, Mat out);
-// inv_i = 1 / theta^(2i/d) in f32, as HF computes it.
-std::vector<float> rope_inv_freq(float theta, uint32_t head_dim);
 void rope(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t col, uint32_t heads, uint32_t head_dim,
           const float* inv_freq);
 void geglu(const Exec& ex, Mat x, Mat out);
@@ -80,8 +78,13 @@ void tap(Mat x, Mat out, uint32_t col);
 void dyn_conv(const ir::Batch& batch, Mat x, Mat d, const float* base, uint32_t stage, uint32_t taps,
               uint32_t group, ir::Epilogue epilogue, Mat out);
 
+// ---- choice.cpp: picked rows and token choice ----
+void pick_rows(const ir::Batch& batch, Mat h, Mat out);
+void argmax(const Exec& ex, Mat x, uint32_t columns, Mat out);
+void top_k(const Exec& ex, Mat x, uint32_t columns, uint32_t k, Mat ids, Mat values);
+void sample(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t columns, Mat out);
+
 // ---- scorer_ops.cpp ----
-void gather_markers(const ir::Batch& batch, Mat h, Mat out);
 void act_features(const ir::Batch& batch, Mat h, Mat logits, Mat out);
 
 }  // namespace tandem::cpu

@@ -1,5 +1,5 @@
-// Scorer ops (scorer.md §2): GatherMarkers and ActFeatures. ActFeatures runs per sequence, in the
-// order of its markers, with the softmax and its statistics in f64.
+// The scorer's ActFeatures (scorer.md §2): per sequence, in the order of its markers, with the softmax
+// and its statistics in f64.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,14 +7,6 @@
 #include "engine/cpu/ops_impl.h"
 
 namespace tandem::cpu {
-
-void gather_markers(const ir::Batch& batch, Mat h, Mat out) {
-  for (uint32_t s = 0; s < batch.seqs(); ++s) {
-    for (uint32_t m = batch.mcu[s]; m < batch.mcu[s + 1]; ++m) {
-      std::memcpy(out.row(m), h.row(batch.cu[s] + batch.markers[m]), size_t{h.width} * sizeof(float));
-    }
-  }
-}
 
 void act_features(const ir::Batch& batch, Mat h, Mat logits, Mat out) {
   const size_t d = h.width;
@@ -25,8 +17,8 @@ void act_features(const ir::Batch& batch, Mat h, Mat logits, Mat out) {
     } else {
       std::fill(o, o + d, 0.0f);
     }
-    const uint32_t m0 = batch.mcu[s];
-    const uint32_t k = batch.mcu[s + 1] - m0;
+    const uint32_t m0 = batch.pcu[s];
+    const uint32_t k = batch.pcu[s + 1] - m0;
     const uint32_t kf = std::max<uint32_t>(k, 2);
     double top1 = 0.0, top2 = 0.0, entropy = 0.0;
     if (k > 0) {

@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
+#include "engine/core/dtype.h"
 #include "engine/core/log.h"
+#include "engine/cuda/check_impl.h"
 #include "engine/cuda/device_impl.h"
 #include "engine/cuda/gemm_impl.h"
 #include "engine/cuda/modules_impl.h"
@@ -70,7 +73,11 @@ class CudaBackend final : public ir::Backend {
   }
 
   ir::Caps caps() const override {
-    return ir::Caps{"cuda", device_->info().describe(), options_.graphs, false};
+    return ir::Caps{"cuda", device_->info().describe(), options_.graphs, true};
+  }
+
+  Status supports(const ir::Graph& graph, const ir::Op& op) const override {
+    return supports_op(graph, op, options_.precision);
   }
 
   Result<std::unique_ptr<ir::Weights>> upload(const WeightSource& source,
@@ -85,28 +92,81 @@ class CudaBackend final : public ir::Backend {
     if (w == nullptr || w->device() != device_.get()) {
       return Error::make(ErrorKind::kInvalidArgument, "lowering on CUDA needs weights uploaded by this backend");
     }
+    TANDEM_TRY(ir::check_supported(*this, graph));
     PlanOptions po;
     po.graphs = options_.graphs;
     po.sync_steps = options_.sync_steps;
     po.attention = options_.attention;
     po.tier_min_tokens = options_.gemm_tiers ? options_.gemm_tier_min_tokens : 0;
-    TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po));
+    TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));
     algos_->save_choices();
     return std::unique_ptr<ir::Plan>(std::move(plan));
   }
 
-  Result<std::unique_ptr<ir::State>> create_state(const ir::Graph& graph, uint32_t, uint32_t) override {
+  Result<std::unique_ptr<ir::State>> create_state(const ir::Graph& graph, uint32_t slots, uint32_t capacity) override {
     if (graph.caches.empty()) {
       return Error::make(ErrorKind::kInvalidArgument, "the graph has no caches, so it needs no state");
     }
-    return Error::make(ErrorKind::kUnsupported, "the CUDA backend keeps no caches (decoder graphs are CPU only)");
+    if (slots == 0 || capacity == 0) {
+      return Error::make(ErrorKind::kInvalidArgument, "a State needs at least one slot and one position, got {} x {}",
+                         slots, capacity);
+    }
+    TANDEM_ASSIGN(auto state, CudaState::create(*device_, graph, slots, capacity, half_type(options_.precision)));
+    return std::unique_ptr<ir::State>(std::move(state));
   }
 
   Status run(ir::Plan& plan, const ir::Batch& batch, ir::State* state, ir::Outputs& out) override {
     auto* p = dynamic_cast<CudaPlan*>(&plan);
     if (p == nullptr) return Error::make(ErrorKind::kInvalidArgument, "running a plan lowered by another backend");
-    if (state != nullptr) return Error::make(ErrorKind::kUnsupported, "the CUDA backend keeps no caches");
-    return p->run(batch, out);
+    const auto* s = dynamic_cast<const CudaState*>(state);
+    if (state != nullptr && s == nullptr) {
+      return Error::make(ErrorKind::kInvalidArgument, "running with a State of another backend");
+    }
+    return p->run(batch, s, out);
+  }
+
+  Status fetch(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Tensor2& out) override {
+    if (rows.owner != this) return Error(ErrorKind::kInvalidArgument, "fetching rows another backend holds");
+    if (uint64_t{first} + count > rows.rows) {
+      return Error::make(ErrorKind::kInvalidArgument, "fetching rows {}..{} of {} device rows", first, first + count,
+                         rows.rows);
+    }
+    TANDEM_TRY(device_->activate());
+    const size_t elem = ir::storage_bytes(rows.storage);
+    std::vector<unsigned char> raw(size_t{count} * rows.width * elem);
+    // INVARIANT: `rows` was made by a run of this backend (owner checked) and stays valid until the plan
+    // runs again, which cannot happen before this synchronous copy returns (one stream, this thread).
+    const auto* src = static_cast<const unsigned char*>(rows.data) + size_t{first} * rows.stride * elem;
+    if (count > 0) {
+      TANDEM_CUDA_CHECK(cudaMemcpy2DAsync(raw.data(), rows.width * elem, src, size_t{rows.stride} * elem,
+                                          rows.width * elem, count, cudaMemcpyDeviceToHost, device_->stream()));
+      TANDEM_TRY(device_->synchronize());
+    }
+    out.rows = count;
+    out.width = rows.width;
+    out.device = {};
+    out.data.clear();
+    out.ids.clear();
+    const size_t n = size_t{count} * rows.width;
+    switch (rows.storage) {
+      case ir::Storage::kU32:
+        out.ids.resize(n);
+        std::memcpy(out.ids.data(), raw.data(), n * 4);
+        break;
+      case ir::Storage::kF32:
+        out.data.resize(n);
+        std::memcpy(out.data.data(), raw.data(), n * 4);
+        break;
+      case ir::Storage::kF16:
+        out.data.resize(n);
+        convert_to_f32(DType::kF16, raw.data(), n, out.data.data());
+        break;
+      case ir::Storage::kBF16:
+        out.data.resize(n);
+        convert_to_f32(DType::kBF16, raw.data(), n, out.data.data());
+        break;
+    }
+    return {};
   }
 
  private:

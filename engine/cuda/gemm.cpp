@@ -17,7 +17,15 @@
 namespace tandem::cuda {
 namespace {
 
-cudaDataType_t lt_type(Dt t) { return t == Dt::kF32 ? CUDA_R_32F : CUDA_R_16F; }
+cudaDataType_t lt_type(Dt t) {
+  switch (t) {
+    case Dt::kF32:
+    case Dt::kU32: return CUDA_R_32F;  // no GEMM takes ids (lowering checks)
+    case Dt::kF16: return CUDA_R_16F;
+    case Dt::kBF16: return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
 
 bool has_bias(LtEpilogue e) { return e == LtEpilogue::kBias || e == LtEpilogue::kReluBias; }
 

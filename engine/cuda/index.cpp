@@ -1,13 +1,17 @@
 // Index buffer layout and filling.
 #include "engine/cuda/index_impl.h"
 
+#include <cstring>
+
 #include "kernels/args.cuh"
 
 namespace tandem::cuda {
 
-IndexLayout IndexLayout::for_bucket(const ir::Bucket& b) {
+IndexLayout IndexLayout::for_bucket(const ir::Bucket& b, uint32_t caches) {
   IndexLayout l;
   l.tiles_max = (b.tokens + kernels::kTileRows - 1) / kernels::kTileRows + b.seqs;
+  l.qtiles_max = (b.tokens + kernels::kQTileRows - 1) / kernels::kQTileRows + b.seqs;
+  l.cache_count = caches;
   size_t at = kernels::kHeaderWords;
   auto take = [&at](size_t n) {
     const size_t here = at;
@@ -18,21 +22,27 @@ IndexLayout IndexLayout::for_bucket(const ir::Bucket& b) {
   l.pos = take(b.tokens);
   l.seq = take(b.tokens);
   l.cu = take(size_t{b.seqs} + 1);
-  l.mcu = take(size_t{b.seqs} + 1);
-  l.mrow = take(b.markers);
+  l.pcu = take(size_t{b.seqs} + 1);
+  l.prow = take(b.picks);
   l.qtype = take(b.seqs);
   l.tiles = take(l.tiles_max);
   at = (at + 3) / 4 * 4;  // spans are read as 16-byte vectors
   l.spans = take(size_t{4} * l.tiles_max);
+  l.start = take(b.seqs);
+  l.slot = take(b.seqs);
+  l.sampling = take(size_t{4} * b.seqs);
+  l.qtiles = take(l.qtiles_max);
+  at = (at + 1) / 2 * 2;  // 8-byte addresses
+  l.caches = take(size_t{4} * caches);
   l.words = at;
   return l;
 }
 
 // INVARIANT: w holds l.words u32, and the batch fits the bucket l was made for (the executor chose the
 // bucket, ir::check validated the batch), so every index below stays inside its table.
-void fill_index(const IndexLayout& l, const ir::Batch& batch, uint32_t* w) {
+void fill_index(const IndexLayout& l, const ir::Batch& batch, uint32_t* w, const BoundCaches& caches) {
   const uint32_t seqs = batch.seqs();
-  uint32_t tiles = 0;
+  uint32_t tiles = 0, qtiles = 0;
   for (uint32_t s = 0; s < seqs; ++s) {
     const uint32_t lo = batch.cu[s], hi = batch.cu[s + 1];
     const uint32_t start = batch.seq_start(s);
@@ -48,23 +58,36 @@ void fill_index(const IndexLayout& l, const ir::Batch& batch, uint32_t* w) {
       span[3] = start;
       w[l.tiles + tiles++] = r;
     }
-    for (uint32_t m = batch.mcu[s]; m < batch.mcu[s + 1]; ++m) w[l.mrow + m] = lo + batch.markers[m];
+    for (uint32_t m = batch.pcu[s]; m < batch.pcu[s + 1]; ++m) w[l.prow + m] = lo + batch.picks[m];
     w[l.qtype + s] = batch.qtype[s];
+    for (uint32_t r = lo; r < hi; r += kernels::kQTileRows) w[l.qtiles + qtiles++] = r;
+    w[l.start + s] = start;
+    w[l.slot + s] = batch.seq_slot(s);
+    const ir::SamplingParams p = batch.sampling.empty() ? ir::SamplingParams{} : batch.sampling[s];
+    uint32_t* sp = w + l.sampling + size_t{4} * s;
+    std::memcpy(&sp[0], &p.temperature, 4);
+    std::memcpy(&sp[1], &p.top_p, 4);
+    sp[2] = static_cast<uint32_t>(p.seed);
+    sp[3] = static_cast<uint32_t>(p.seed >> 32);
   }
   for (uint32_t r = 0; r < batch.tokens(); ++r) w[l.ids + r] = batch.ids[r];
   for (uint32_t s = 0; s <= seqs && !batch.cu.empty(); ++s) {
     w[l.cu + s] = batch.cu[s];
-    w[l.mcu + s] = batch.mcu[s];
+    w[l.pcu + s] = batch.pcu[s];
   }
-  if (batch.cu.empty()) {  // the empty batch: one sequence boundary at 0 keeps cu/mcu well formed
+  if (batch.cu.empty()) {  // the empty batch: one sequence boundary at 0 keeps cu/pcu well formed
     w[l.cu] = 0;
-    w[l.mcu] = 0;
+    w[l.pcu] = 0;
   }
   w[0] = batch.tokens();
   w[1] = seqs;
-  w[2] = batch.num_markers();
+  w[2] = batch.num_picks();
   w[kernels::kHeaderTiles] = tiles;
-  for (uint32_t i = kernels::kHeaderTiles + 1; i < kernels::kHeaderWords; ++i) w[i] = 0;
+  w[kernels::kHeaderCapacity] = caches.capacity;
+  w[kernels::kHeaderQTiles] = qtiles;
+  for (uint32_t i = kernels::kHeaderQTiles + 1; i < kernels::kHeaderWords; ++i) w[i] = 0;
+  // INVARIANT: l.caches is 2-word aligned and holds cache_count CacheTable entries (for_bucket).
+  if (caches.table != nullptr) std::memcpy(w + l.caches, caches.table, l.cache_count * sizeof(kernels::CacheTable));
 }
 
 }  // namespace tandem::cuda

@@ -18,7 +18,9 @@
   X(layer_norm_f16_f16, LayerNormArgs, "layer_norm.cu")         \
   X(bias_act_f32_f32, BiasActArgs, "bias_act.cu")               \
   X(bias_act_f16_f16, BiasActArgs, "bias_act.cu")               \
+  X(bias_act_bf16_bf16, BiasActArgs, "bias_act.cu")             \
   X(cast_f32_f16, CastArgs, "cast.cu")                          \
+  X(cast_f32_bf16, CastArgs, "cast.cu")                         \
   X(rope_f32_f32, RopeArgs, "rope.cu")                          \
   X(rope_f16_f16, RopeArgs, "rope.cu")                          \
   X(attention_f32_f32, AttentionArgs, "attention.cu")           \
@@ -35,11 +37,32 @@
   X(geglu_f16_f32, GegluArgs, "geglu.cu")                       \
   X(geglu_f16_f16, GegluArgs, "geglu.cu")                       \
   X(add_type_f32_f32, AddTypeArgs, "add_type.cu")               \
-  X(gather_markers_f32_f32, GatherArgs, "gather_markers.cu")    \
-  X(gather_markers_f32_f16, GatherArgs, "gather_markers.cu")    \
-  X(gather_markers_f16_f32, GatherArgs, "gather_markers.cu")    \
-  X(gather_markers_f16_f16, GatherArgs, "gather_markers.cu")    \
-  X(act_features_f32_f32, ActFeaturesArgs, "act_features.cu")
+  X(pick_rows_f32_f32, PickRowsArgs, "pick_rows.cu")    \
+  X(pick_rows_f32_f16, PickRowsArgs, "pick_rows.cu")    \
+  X(pick_rows_f16_f32, PickRowsArgs, "pick_rows.cu")    \
+  X(pick_rows_f16_f16, PickRowsArgs, "pick_rows.cu")    \
+  X(act_features_f32_f32, ActFeaturesArgs, "act_features.cu")   \
+  X(rms_norm_f32_f32, RmsNormArgs, "rms_norm.cu")               \
+  X(rms_norm_f32_f16, RmsNormArgs, "rms_norm.cu")               \
+  X(rms_norm_f32_bf16, RmsNormArgs, "rms_norm.cu")              \
+  X(rms_norm_f16_f32, RmsNormArgs, "rms_norm.cu")               \
+  X(rms_norm_f16_f16, RmsNormArgs, "rms_norm.cu")               \
+  X(rms_norm_bf16_f32, RmsNormArgs, "rms_norm.cu")              \
+  X(rms_norm_bf16_bf16, RmsNormArgs, "rms_norm.cu")             \
+  X(head_norm_rope_f32, HeadNormRopeArgs, "head_norm_rope.cu")  \
+  X(head_norm_rope_f16, HeadNormRopeArgs, "head_norm_rope.cu")  \
+  X(head_norm_rope_bf16, HeadNormRopeArgs, "head_norm_rope.cu") \
+  X(swiglu_f32_f32, SwigluArgs, "swiglu.cu")                    \
+  X(swiglu_f32_f16, SwigluArgs, "swiglu.cu")                    \
+  X(swiglu_f32_bf16, SwigluArgs, "swiglu.cu")                   \
+  X(swiglu_f16_f16, SwigluArgs, "swiglu.cu")                    \
+  X(swiglu_bf16_bf16, SwigluArgs, "swiglu.cu")                  \
+  X(tap_f32_f32, TapArgs, "tap.cu")                             \
+  X(tap_f32_f16, TapArgs, "tap.cu")                             \
+  X(tap_f32_bf16, TapArgs, "tap.cu")                            \
+  X(cache_append_f32, CacheAppendArgs, "cache_append.cu")       \
+  X(cache_append_f16, CacheAppendArgs, "cache_append.cu")       \
+  X(cache_append_bf16, CacheAppendArgs, "cache_append.cu")
 
 namespace tandem::cuda {
 
@@ -58,7 +81,9 @@ inline constexpr size_t kKernelCount = 0
 // Every argument pack, in one variant: a recorded launch holds one.
 using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kernels::BiasActArgs, kernels::CastArgs,
                                 kernels::RopeArgs, kernels::AttentionArgs, kernels::GegluArgs, kernels::AddTypeArgs,
-                                kernels::GatherArgs, kernels::ActFeaturesArgs>;
+                                kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
+                                kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
+                                kernels::CacheAppendArgs>;
 
 struct KernelInfo {
   const char* entry;

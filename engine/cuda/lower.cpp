@@ -23,8 +23,37 @@ class Lowering {
  private:
   Status allocate();
   Status build_rope_tables();
-  Status lower_op(size_t i, const ir::Op& op);
-  Status lower_gemm(size_t i, const ir::Gemm& op);
+  // Decoder graphs rotate at any position a cache holds: angles from inverse frequencies per (theta,
+  // head_dim), computed in the kernel (head_norm_rope) instead of position tables.
+  Status build_inv_freq_tables();
+  bool decoder() const { return !graph_.caches.empty(); }
+  Result<const float*> inv_freq(float theta, uint32_t head_dim) const;
+  // One overload per op of the IR (an op without one is a compile error); supported() said which run.
+  Status lower_op(size_t i, const ir::Op& op) {
+    return std::visit([&](const auto& o) { return lower(i, o); }, op);
+  }
+  Status lower(size_t i, const ir::Embed& o);
+  Status lower(size_t i, const ir::LayerNorm& o);
+  Status lower(size_t i, const ir::RmsNorm& o);
+  Status lower(size_t i, const ir::Gemm& o);
+  Status lower(size_t i, const ir::Rope& o);
+  Status lower(size_t i, const ir::GeGlu& o);
+  Status lower(size_t i, const ir::SwiGlu& o);
+  Status lower(size_t i, const ir::Attention& o);
+  Status lower(size_t i, const ir::AddType& o);
+  Status lower(size_t i, const ir::PickRows& o);
+  Status lower(size_t i, const ir::ActFeatures& o);
+  Status lower(size_t i, const ir::HeadRmsNorm& o);
+  Status lower(size_t i, const ir::CacheAppend& o);
+  Status lower(size_t i, const ir::CacheAttention& o);
+  Status lower(size_t i, const ir::Input& o);
+  Status lower(size_t i, const ir::Tap& o);
+  Status lower(size_t i, const ir::DynConv& o);
+  Status lower(size_t i, const ir::Argmax& o);
+  Status lower(size_t i, const ir::TopK& o);
+  Status lower(size_t i, const ir::Sample& o);
+  // The ops this backend does not run yet: supports() refuses them before lowering starts.
+  Status not_run(size_t i, const ir::Op& op) const;
   // Index past the Rope ops starting at i that the attention after them absorbs; i when not fusable.
   size_t fused_ropes(size_t i, float* theta) const;
   Status validate_launches();
@@ -47,6 +76,8 @@ class Lowering {
   ir::Layout layout_;
   StepContext ctx_;
   std::map<std::pair<uint32_t, uint32_t>, RopeTable> ropes_;  // (theta bits, half) -> tables
+  std::map<std::pair<uint32_t, uint32_t>, const float*> inv_freqs_;  // (theta bits, head_dim) -> [head_dim / 2]
+  size_t skip_ = 0;  // ops after the current one that its step absorbed (a Rope fused into HeadRmsNorm)
   size_t stage_bytes_ = 0;
 };
 
@@ -112,7 +143,8 @@ Status Lowering::allocate() {
     // Padding rows are never read as data, but zeros keep GEMMs over them free of stale NaNs.
     TANDEM_CUDA_CHECK(cudaMemsetAsync(plan_.arena_.data(), 0, arena_bytes, device_.stream()));
   }
-  plan_.index_ = IndexLayout::for_bucket(bucket_);
+  plan_.index_ = IndexLayout::for_bucket(bucket_, static_cast<uint32_t>(graph_.caches.size()));
+  for (const ir::CacheInfo& c : graph_.caches) plan_.cache_widths_.push_back(c.width);
   plan_.tiers_ = gemm_tiers(bucket_.tokens, plan_.options_.tier_min_tokens);
   const size_t index_bytes = plan_.index_.words * sizeof(uint32_t);
   TANDEM_ASSIGN(plan_.index_dev_, DeviceBuffer::make(index_bytes, "the index buffer of " + where));
@@ -122,7 +154,7 @@ Status Lowering::allocate() {
   // FP16 staging for GEMMs whose input is FP32 but whose weights are FP16: the largest one.
   for (const ir::Op& op : graph_.ops) {
     const auto* g = std::get_if<ir::Gemm>(&op);
-    if (g == nullptr || weights_.precision() != ir::Precision::kF16 || types_[g->a.index] != Dt::kF32) continue;
+    if (g == nullptr || weights_.precision() == ir::Precision::kF32 || types_[g->a.index] != Dt::kF32) continue;
     const ir::ValInfo& a = graph_.info(g->a);
     stage_bytes_ = std::max(stage_bytes_, size_t{bucket_.rows(a.rows)} * a.width * 2);
   }
@@ -130,6 +162,7 @@ Status Lowering::allocate() {
 
   size_t out_floats = 0;
   for (const ir::Output& o : graph_.outputs) {
+    if (o.placement == ir::Placement::kDevice) continue;  // never copied out
     out_floats += size_t{bucket_.rows(graph_.info(o.val).rows)} * graph_.info(o.val).width;
   }
   TANDEM_ASSIGN(plan_.out_host_, PinnedBuffer::make(out_floats * sizeof(float), "the outputs of " + where));
@@ -157,6 +190,7 @@ CudaAttention Lowering::attention_path() const {
 }
 
 Status Lowering::build_rope_tables() {
+  if (decoder()) return build_inv_freq_tables();
   std::set<std::pair<uint32_t, uint32_t>> keys;
   for (const ir::Op& op : graph_.ops) {
     if (const auto* r = std::get_if<ir::Rope>(&op); r != nullptr && r->head_dim % 2 == 0 && r->head_dim > 0) {
@@ -184,6 +218,39 @@ Status Lowering::build_rope_tables() {
     at += table.size();
   }
   return {};
+}
+
+Status Lowering::build_inv_freq_tables() {
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<float>> tables;
+  for (const ir::Op& op : graph_.ops) {
+    if (const auto* r = std::get_if<ir::Rope>(&op); r != nullptr && r->head_dim % 2 == 0 && r->head_dim > 0) {
+      uint32_t bits;
+      std::memcpy(&bits, &r->theta, sizeof(bits));
+      tables.emplace(std::make_pair(bits, r->head_dim), ir::rope_inv_freq(r->theta, r->head_dim));
+    }
+  }
+  size_t floats = 0;
+  for (const auto& [key, t] : tables) floats += t.size();
+  TANDEM_ASSIGN(plan_.inv_freq_, DeviceBuffer::make(floats * sizeof(float), "RoPE inverse frequencies"));
+  float* at = plan_.inv_freq_.as<float>();
+  for (const auto& [key, t] : tables) {
+    // INVARIANT: `at` advances by each table's size within the floats counted above; the copy is drained
+    // before the host tables go away.
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(at, t.data(), t.size() * sizeof(float), cudaMemcpyHostToDevice, device_.stream()));
+    inv_freqs_[key] = at;
+    at += t.size();
+  }
+  return device_.synchronize();
+}
+
+Result<const float*> Lowering::inv_freq(float theta, uint32_t head_dim) const {
+  uint32_t bits;
+  std::memcpy(&bits, &theta, sizeof(bits));
+  const auto it = inv_freqs_.find({bits, head_dim});
+  if (it == inv_freqs_.end()) {
+    return Error::make(ErrorKind::kInternal, "no RoPE frequencies for theta {} and head_dim {}", theta, head_dim);
+  }
+  return it->second;
 }
 
 size_t Lowering::fused_ropes(size_t i, float* theta) const {
@@ -224,7 +291,7 @@ size_t Lowering::fused_ropes(size_t i, float* theta) const {
   return j;
 }
 
-Status Lowering::lower_gemm(size_t i, const ir::Gemm& op) {
+Status Lowering::lower(size_t i, const ir::Gemm& op) {
   const std::string where = label(i, ir::Op(op));
   TANDEM_ASSIGN(const Loc a, loc(op.a));
   TANDEM_ASSIGN(const Loc out, loc(op.out));
@@ -244,12 +311,15 @@ Status Lowering::lower_gemm(size_t i, const ir::Gemm& op) {
   ops.out = out.ptr;
   ops.bias = b;
   ops.a = a.ptr;
-  if (weights_.precision() == ir::Precision::kF16) {
-    shape.ab = Dt::kF16;
-    ops.w = w->f16.data();
+  if (weights_.precision() != ir::Precision::kF32) {
+    shape.ab = half_type(weights_.precision());
+    ops.w = w->half.data();
     if (a.type == Dt::kF32) {
-      TANDEM_TRY(add(cast_step(ctx_, a, plan_.stage_.data()), where + " (FP16 copy of its input)"));
+      TANDEM_TRY(add(cast_step(ctx_, a, plan_.stage_.data(), shape.ab),
+                     fmt::format("{} ({} copy of its input)", where, dt_name(shape.ab))));
       ops.a = plan_.stage_.data();
+    } else if (a.type != shape.ab) {
+      return Error::make(ErrorKind::kInternal, "{}: {} input for {} weights", where, dt_name(a.type), dt_name(shape.ab));
     }
   } else {
     shape.ab = Dt::kF32;
@@ -302,56 +372,116 @@ Status Lowering::lower_gemm(size_t i, const ir::Gemm& op) {
   return {};
 }
 
-Status Lowering::lower_op(size_t i, const ir::Op& op) {
-  const std::string where = label(i, op);
-  if (const auto* o = std::get_if<ir::Embed>(&op)) {
-    TANDEM_ASSIGN(const Loc out, loc(o->out));
-    TANDEM_ASSIGN(const float* table, f32_weight(o->table));
-    return add(embed_step(ctx_, out, table, graph_.weight(o->table).shape[0]), where);
+Status Lowering::lower(size_t i, const ir::Embed& o) {
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  TANDEM_ASSIGN(const float* table, f32_weight(o.table));
+  return add(embed_step(ctx_, out, table, graph_.weight(o.table).shape[0]), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::LayerNorm& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  TANDEM_ASSIGN(const float* w, f32_weight(o.w));
+  TANDEM_ASSIGN(const float* b, bias(o.b));
+  return add(layer_norm_step(ctx_, x, out, w, b, o.eps), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::Rope& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  if (decoder()) {
+    if (o.col != 0) return Error::make(ErrorKind::kUnsupported, "{}: a decoder rope from column {}", label(i, o), o.col);
+    TANDEM_ASSIGN(const float* inv, inv_freq(o.theta, o.head_dim));
+    return add(head_norm_rope_step(ctx_, x, o.heads, o.head_dim, nullptr, 0.0f, inv), label(i, o));
   }
-  if (const auto* o = std::get_if<ir::LayerNorm>(&op)) {
-    TANDEM_ASSIGN(const Loc x, loc(o->x));
-    TANDEM_ASSIGN(const Loc out, loc(o->out));
-    TANDEM_ASSIGN(const float* w, f32_weight(o->w));
-    TANDEM_ASSIGN(const float* b, bias(o->b));
-    return add(layer_norm_step(ctx_, x, out, w, b, o->eps), where);
-  }
-  if (const auto* o = std::get_if<ir::Gemm>(&op)) return lower_gemm(i, *o);
-  if (const auto* o = std::get_if<ir::Rope>(&op)) {
-    TANDEM_ASSIGN(const Loc x, loc(o->x));
-    uint32_t bits;
-    std::memcpy(&bits, &o->theta, sizeof(bits));
-    return add(rope_step(ctx_, x, *o, ropes_.at({bits, o->head_dim / 2})), where);
-  }
-  if (const auto* o = std::get_if<ir::Attention>(&op)) {
-    TANDEM_ASSIGN(const Loc qkv, loc(o->qkv));
-    TANDEM_ASSIGN(const Loc out, loc(o->out));
-    return add(attention_step(ctx_, qkv, out, *o, nullptr), where);
-  }
-  if (const auto* o = std::get_if<ir::GeGlu>(&op)) {
-    TANDEM_ASSIGN(const Loc x, loc(o->x));
-    TANDEM_ASSIGN(const Loc out, loc(o->out));
-    return add(geglu_step(ctx_, x, out), where);
-  }
-  if (const auto* o = std::get_if<ir::AddType>(&op)) {
-    TANDEM_ASSIGN(const Loc h, loc(o->h));
-    TANDEM_ASSIGN(const float* table, f32_weight(o->table));
-    return add(add_type_step(ctx_, h, table), where);
-  }
-  if (const auto* o = std::get_if<ir::GatherMarkers>(&op)) {
-    TANDEM_ASSIGN(const Loc h, loc(o->h));
-    TANDEM_ASSIGN(const Loc out, loc(o->out));
-    return add(gather_step(ctx_, h, out), where);
-  }
-  if (const auto* o = std::get_if<ir::ActFeatures>(&op)) {
-    TANDEM_ASSIGN(const Loc h, loc(o->h));
-    TANDEM_ASSIGN(const Loc logits, loc(o->logits));
-    TANDEM_ASSIGN(const Loc out, loc(o->out));
-    return add(act_features_step(ctx_, h, logits, out), where);
-  }
-  return Error::make(ErrorKind::kUnsupported, "{}: the CUDA backend does not run {} (no decoder ops on CUDA)", where,
+  uint32_t bits;
+  std::memcpy(&bits, &o.theta, sizeof(bits));
+  return add(rope_step(ctx_, x, o, ropes_.at({bits, o.head_dim / 2})), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::Attention& o) {
+  TANDEM_ASSIGN(const Loc qkv, loc(o.qkv));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(attention_step(ctx_, qkv, out, o, nullptr), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::GeGlu& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(geglu_step(ctx_, x, out), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::AddType& o) {
+  TANDEM_ASSIGN(const Loc h, loc(o.h));
+  TANDEM_ASSIGN(const float* table, f32_weight(o.table));
+  return add(add_type_step(ctx_, h, table), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::PickRows& o) {
+  TANDEM_ASSIGN(const Loc h, loc(o.h));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(pick_rows_step(ctx_, h, out), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::ActFeatures& o) {
+  TANDEM_ASSIGN(const Loc h, loc(o.h));
+  TANDEM_ASSIGN(const Loc logits, loc(o.logits));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(act_features_step(ctx_, h, logits, out), label(i, o));
+}
+
+Status Lowering::not_run(size_t i, const ir::Op& op) const {
+  return Error::make(ErrorKind::kUnsupported, "{}: the CUDA backend does not run {} yet", label(i, op),
                      ir::op_name(op));
 }
+
+Status Lowering::lower(size_t i, const ir::RmsNorm& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  TANDEM_ASSIGN(const float* w, f32_weight(o.w));
+  return add(rms_norm_step(ctx_, x, out, w, o.eps), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::SwiGlu& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(swiglu_step(ctx_, x, out), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::HeadRmsNorm& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const float* w, f32_weight(o.w));
+  // Qwen3's q_norm / k_norm is followed by the rotation of the same heads: one pass does both.
+  const float* inv = nullptr;
+  std::string where = label(i, o);
+  if (i + 1 < graph_.ops.size()) {
+    const auto* r = std::get_if<ir::Rope>(&graph_.ops[i + 1]);
+    if (r != nullptr && r->x == o.x && r->col == 0 && r->heads == o.heads && r->head_dim == o.head_dim) {
+      TANDEM_ASSIGN(inv, inv_freq(r->theta, r->head_dim));
+      skip_ = 1;
+      where += " (rope fused)";
+    }
+  }
+  return add(head_norm_rope_step(ctx_, x, o.heads, o.head_dim, w, o.eps, inv), where);
+}
+
+Status Lowering::lower(size_t i, const ir::CacheAppend& o) {
+  TANDEM_ASSIGN(const Loc k, loc(o.k));
+  TANDEM_ASSIGN(const Loc v, loc(o.v));
+  return add(cache_append_step(ctx_, k, v, o.cache, half_type(weights_.precision())), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::Tap& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(tap_step(ctx_, x, out, o.col), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::CacheAttention& o) { return not_run(i, o); }
+Status Lowering::lower(size_t i, const ir::Input& o) { return not_run(i, o); }
+Status Lowering::lower(size_t i, const ir::DynConv& o) { return not_run(i, o); }
+Status Lowering::lower(size_t i, const ir::Argmax& o) { return not_run(i, o); }
+Status Lowering::lower(size_t i, const ir::TopK& o) { return not_run(i, o); }
+Status Lowering::lower(size_t i, const ir::Sample& o) { return not_run(i, o); }
 
 Status Lowering::validate_launches() {
   // Every step once with all real counts 0 (the header is zero): kernels return at once, so this
@@ -364,22 +494,12 @@ Status Lowering::validate_launches() {
 
 Status Lowering::run() {
   TANDEM_TRY(device_.activate());
-  for (size_t i = 0; i < graph_.ops.size(); ++i) {  // refuse unsupported graphs before allocating
-    const ir::Op& op = graph_.ops[i];
-    if (std::holds_alternative<ir::RmsNorm>(op) || std::holds_alternative<ir::SwiGlu>(op) ||
-        std::holds_alternative<ir::HeadRmsNorm>(op) || std::holds_alternative<ir::CacheAppend>(op) ||
-        std::holds_alternative<ir::CacheAttention>(op) || std::holds_alternative<ir::Input>(op) ||
-        std::holds_alternative<ir::Tap>(op) || std::holds_alternative<ir::DynConv>(op)) {
-      return Error::make(ErrorKind::kUnsupported, "{}: the CUDA backend does not run {} (decoder ops are CPU only)",
-                         label(i, op), ir::op_name(op));
-    }
-  }
   types_ = value_types(graph_, weights_.precision());
   // The arena is laid out in floats; an FP16 value needs half the floats of its width, so the layout
   // sees those values at half width (rounded up) and they take half-size slots.
   ir::Graph sized = graph_;
   for (size_t v = 0; v < sized.vals.size(); ++v) {
-    if (types_[v] == Dt::kF16) sized.vals[v].width = (sized.vals[v].width + 1) / 2;
+    if (dt_size(types_[v]) == 2) sized.vals[v].width = (sized.vals[v].width + 1) / 2;
   }
   layout_ = ir::layout(sized, [&](ir::Rows r) { return size_t{bucket_.rows(r)}; });
   TANDEM_TRY(allocate());
@@ -401,14 +521,19 @@ Status Lowering::run() {
       }
     }
     TANDEM_TRY(lower_op(i, graph_.ops[i]));
-    ++i;
+    i += 1 + skip_;
+    skip_ = 0;
   }
   size_t host = 0;
   for (const ir::Output& o : graph_.outputs) {
     TANDEM_ASSIGN(const Loc l, loc(o.val));
-    if (l.type != Dt::kF32) return Error::make(ErrorKind::kInternal, "output {} is not FP32", o.name);
-    plan_.outputs_.push_back({static_cast<const float*>(l.ptr), host, l.rows, l.width});
-    host += size_t{bucket_.rows(l.rows)} * l.width;
+    const bool ids = graph_.info(o.val).elem == ir::Elem::kU32;
+    if (o.placement == ir::Placement::kHost && l.type != Dt::kF32) {
+      return Error::make(ErrorKind::kInternal, "host output {} is not FP32", o.name);
+    }
+    const ir::Storage storage = ids ? ir::Storage::kU32 : storage_of(l.type);
+    plan_.outputs_.push_back({l.ptr, host, l.rows, l.width, o.placement, storage});
+    if (o.placement == ir::Placement::kHost) host += size_t{bucket_.rows(l.rows)} * l.width;
   }
   TANDEM_TRY(validate_launches());
   if (plan_.options_.graphs) TANDEM_TRY(plan_.capture());
@@ -417,8 +542,9 @@ Status Lowering::run() {
 
 Result<std::unique_ptr<CudaPlan>> lower_plan(const Device& device, const KernelModules& modules, GemmAlgos& algos,
                                              const CudaWeights& weights, const ir::Graph& graph, ir::Bucket bucket,
-                                             const PlanOptions& options) {
+                                             const PlanOptions& options, const ir::Backend* owner) {
   std::unique_ptr<CudaPlan> plan(new CudaPlan());
+  plan->owner_ = owner;
   plan->device_ = &device;
   plan->modules_ = &modules;
   plan->options_ = options;

@@ -38,17 +38,36 @@ Status CudaPlan::run_step(const Step& step, size_t tier, cudaStream_t stream) co
   return r;
 }
 
-size_t CudaPlan::bytes() const { return arena_.bytes() + stage_.bytes() + rope_.bytes() + index_dev_.bytes(); }
+size_t CudaPlan::bytes() const {
+  return arena_.bytes() + stage_.bytes() + rope_.bytes() + inv_freq_.bytes() + scratch_.bytes() + index_dev_.bytes();
+}
 
-Status CudaPlan::check_batch(const ir::Batch& batch) const {
+Status CudaPlan::check_batch(const ir::Batch& batch, const CudaState* state) const {
   // The executor picked this bucket for the batch and ir::check validated it; this only guards the
   // buffers against a caller that skipped both.
-  if (!bucket_.holds(batch.tokens(), batch.seqs(), batch.num_markers())) {
+  if (!bucket_.holds(batch.tokens(), batch.seqs(), batch.num_picks())) {
     return Error::make(ErrorKind::kInternal, "a batch of {}/{}/{} does not fit the plan of bucket {}",
-                       batch.tokens(), batch.seqs(), batch.num_markers(), ir::to_string(bucket_));
+                       batch.tokens(), batch.seqs(), batch.num_picks(), ir::to_string(bucket_));
   }
-  if (!batch.start.empty() || !batch.slot.empty() || !batch.features.empty()) {
-    return Error::make(ErrorKind::kUnsupported, "the CUDA backend runs no decoder batches (start/slot/features)");
+  if (!batch.features.empty()) {
+    return Error::make(ErrorKind::kUnsupported, "the CUDA backend reads no feature rows from the host yet");
+  }
+  if (cache_widths_.empty()) {
+    if (state != nullptr || !batch.start.empty() || !batch.slot.empty()) {
+      return Error(ErrorKind::kInvalidArgument, "this graph has no caches: run it without a State or start/slot");
+    }
+    return {};
+  }
+  if (state == nullptr) return Error(ErrorKind::kInvalidArgument, "this graph has caches: run it with a State");
+  if (state->device() != device_ || state->widths() != cache_widths_) {
+    return Error(ErrorKind::kInvalidArgument, "the State was created for another graph or device");
+  }
+  for (uint32_t s = 0; s < batch.seqs(); ++s) {
+    if (batch.seq_slot(s) >= state->slots() || uint64_t{batch.seq_start(s)} + batch.seq_len(s) > state->capacity()) {
+      return Error::make(ErrorKind::kCapacity, "sequence {} (slot {}, positions {}..{}) is outside the cache "
+                         "({} slots of {} positions)", s, batch.seq_slot(s), batch.seq_start(s),
+                         batch.seq_start(s) + batch.seq_len(s), state->slots(), state->capacity());
+    }
   }
   return {};
 }
@@ -67,10 +86,11 @@ Status CudaPlan::enqueue(bool sync_each, size_t tier) const {
     }
   }
   for (const OutputCopy& o : outputs_) {
+    if (o.placement == ir::Placement::kDevice) continue;  // left where the run wrote it
     const size_t n = size_t{bucket_.rows(o.rows)} * o.width;
     // INVARIANT: out_host_ holds every output's bucket rows at its offset (lowering); the copy runs after
     // the steps that write the output, in stream order, and run() synchronizes before reading it.
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(out_host_.as<float>() + o.host, o.src, n * sizeof(float),
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(out_host_.as<uint32_t>() + o.host, o.src, n * sizeof(uint32_t),
                                       cudaMemcpyDeviceToHost, s));
   }
   return {};
@@ -98,10 +118,11 @@ Status CudaPlan::capture() {
   return {};
 }
 
-Status CudaPlan::run(const ir::Batch& batch, ir::Outputs& out) {
-  TANDEM_TRY(check_batch(batch));
+Status CudaPlan::run(const ir::Batch& batch, const CudaState* state, ir::Outputs& out) {
+  TANDEM_TRY(check_batch(batch, state));
   TANDEM_TRY(device_->activate());
-  fill_index(index_, batch, index_host_.as<uint32_t>());
+  const BoundCaches bound = state == nullptr ? BoundCaches{} : BoundCaches{state->table().data(), state->capacity()};
+  fill_index(index_, batch, index_host_.as<uint32_t>(), bound);
   const size_t tier = tier_for(batch.tokens());
   if (!execs_.empty()) {
     TANDEM_CUDA_CHECK(cudaGraphLaunch(execs_[tier], device_->stream()));
@@ -109,18 +130,34 @@ Status CudaPlan::run(const ir::Batch& batch, ir::Outputs& out) {
     TANDEM_TRY(enqueue(options_.sync_steps, tier));
   }
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(device_->stream()));
-  const ir::Bucket real{batch.tokens(), batch.seqs(), batch.num_markers()};  // the batch's counts by row kind
+  const ir::Bucket real{batch.tokens(), batch.seqs(), batch.num_picks()};  // the batch's counts by row kind
   out.values.resize(outputs_.size());
   for (size_t i = 0; i < outputs_.size(); ++i) {
     const OutputCopy& o = outputs_[i];
     ir::Tensor2& t = out.values[i];
     t.rows = real.rows(o.rows);
     t.width = o.width;
+    t.device = {};
+    if (o.placement == ir::Placement::kDevice) {
+      t.data.clear();
+      t.ids.clear();
+      t.device = {o.src, t.rows, o.width, o.width, o.storage, owner_};
+      continue;
+    }
     // Capacity for the whole bucket once, so later runs of this plan never allocate.
     const size_t cap = size_t{bucket_.rows(o.rows)} * o.width;
-    if (t.data.capacity() < cap) t.data.reserve(cap);
-    const float* src = out_host_.as<const float>() + o.host;
-    t.data.assign(src, src + size_t{t.rows} * o.width);
+    const size_t n = size_t{t.rows} * o.width;
+    if (o.storage == ir::Storage::kU32) {
+      if (t.ids.capacity() < cap) t.ids.reserve(cap);
+      const uint32_t* src = out_host_.as<const uint32_t>() + o.host;
+      t.ids.assign(src, src + n);
+      t.data.clear();
+    } else {
+      if (t.data.capacity() < cap) t.data.reserve(cap);
+      const float* src = out_host_.as<const float>() + o.host;
+      t.data.assign(src, src + n);
+      t.ids.clear();
+    }
   }
   return {};
 }

@@ -16,6 +16,7 @@
 #include "engine/cuda/gemm_impl.h"
 #include "engine/cuda/index_impl.h"
 #include "engine/cuda/modules_impl.h"
+#include "engine/cuda/state_impl.h"
 #include "engine/cuda/steps_impl.h"
 #include "engine/cuda/weights_impl.h"
 
@@ -43,11 +44,12 @@ class CudaPlan final : public ir::Plan {
   ir::Bucket bucket() const override { return bucket_; }
   size_t bytes() const override;  // device memory: arena, staging, RoPE tables, index
 
-  Status run(const ir::Batch& batch, ir::Outputs& out);
+  // `state` binds the graph's caches (required iff it has any).
+  Status run(const ir::Batch& batch, const CudaState* state, ir::Outputs& out);
   // Each step's device time for the batch (profile.cpp): the steps captured in a graph with an event
   // between every two and replayed (in_graph), or launched one at a time from the host between events
   // (then short steps also carry the host's launch time).
-  Result<std::vector<StepTime>> profile(const ir::Batch& batch, bool in_graph);
+  Result<std::vector<StepTime>> profile(const ir::Batch& batch, const CudaState* state, bool in_graph);
 
   bool captured() const { return !execs_.empty(); }
   size_t arena_bytes() const { return arena_.bytes(); }
@@ -61,9 +63,9 @@ class CudaPlan final : public ir::Plan {
   friend class Lowering;
   friend Result<std::unique_ptr<CudaPlan>> lower_plan(const Device&, const KernelModules&, GemmAlgos&,
                                                       const CudaWeights&, const ir::Graph&, ir::Bucket,
-                                                      const PlanOptions&);
+                                                      const PlanOptions&, const ir::Backend*);
   CudaPlan() = default;
-  Status check_batch(const ir::Batch& batch) const;
+  Status check_batch(const ir::Batch& batch, const CudaState* state) const;
   Status enqueue(bool sync_each, size_t tier) const;
   Status capture();
   Status run_step(const Step& step, size_t tier, cudaStream_t stream) const;
@@ -71,19 +73,23 @@ class CudaPlan final : public ir::Plan {
 
   const Device* device_ = nullptr;
   const KernelModules* modules_ = nullptr;
+  const ir::Backend* owner_ = nullptr;  // named in the DeviceRows of device outputs
   PlanOptions options_;
   ir::Bucket bucket_;
   IndexLayout index_;
-  DeviceBuffer arena_, stage_, rope_, index_dev_;
+  std::vector<uint32_t> cache_widths_;  // of the graph's caches: a bound State must have these
+  DeviceBuffer arena_, stage_, rope_, inv_freq_, scratch_, index_dev_;
   PinnedBuffer index_host_, out_host_;
   std::vector<Gemm> gemms_;
   std::vector<Step> steps_;
   std::vector<uint32_t> tiers_{0};
   struct OutputCopy {
-    const float* src = nullptr;  // in the arena
-    size_t host = 0;             // float offset in out_host_
+    const void* src = nullptr;  // in the arena
+    size_t host = 0;            // 4-byte word offset in out_host_ (host outputs only)
     ir::Rows rows = ir::Rows::kTokens;
     uint32_t width = 0;
+    ir::Placement placement = ir::Placement::kHost;
+    ir::Storage storage = ir::Storage::kF32;  // f32 or u32 for host outputs
   };
   std::vector<OutputCopy> outputs_;
   std::vector<cudaGraph_t> graphs_;  // one per tier
@@ -92,6 +98,9 @@ class CudaPlan final : public ir::Plan {
 
 Result<std::unique_ptr<CudaPlan>> lower_plan(const Device& device, const KernelModules& modules, GemmAlgos& algos,
                                              const CudaWeights& weights, const ir::Graph& graph, ir::Bucket bucket,
-                                             const PlanOptions& options);
+                                             const PlanOptions& options, const ir::Backend* owner = nullptr);
+
+// Whether the CUDA backend runs `op` of `graph` at `precision` (support.cpp).
+Status supports_op(const ir::Graph& graph, const ir::Op& op, ir::Precision precision);
 
 }  // namespace tandem::cuda

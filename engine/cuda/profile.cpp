@@ -30,10 +30,11 @@ Status CudaPlan::enqueue_timed(size_t tier, const std::vector<cudaEvent_t>& even
   return {};
 }
 
-Result<std::vector<StepTime>> CudaPlan::profile(const ir::Batch& batch, bool in_graph) {
-  TANDEM_TRY(check_batch(batch));
+Result<std::vector<StepTime>> CudaPlan::profile(const ir::Batch& batch, const CudaState* state, bool in_graph) {
+  TANDEM_TRY(check_batch(batch, state));
   TANDEM_TRY(device_->activate());
-  fill_index(index_, batch, index_host_.as<uint32_t>());
+  const BoundCaches bound = state == nullptr ? BoundCaches{} : BoundCaches{state->table().data(), state->capacity()};
+  fill_index(index_, batch, index_host_.as<uint32_t>(), bound);
   const cudaStream_t s = device_->stream();
   const size_t tier = tier_for(batch.tokens());
   Events ev;

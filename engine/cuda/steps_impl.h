@@ -54,17 +54,25 @@ struct IndexPtrs {
   const unsigned* pos = nullptr;
   const unsigned* seq = nullptr;
   const unsigned* cu = nullptr;
-  const unsigned* mcu = nullptr;
-  const unsigned* mrow = nullptr;
+  const unsigned* pcu = nullptr;
+  const unsigned* prow = nullptr;
   const unsigned* qtype = nullptr;
   const unsigned* tiles = nullptr;
   const unsigned* spans = nullptr;
+  const unsigned* start = nullptr;
+  const unsigned* slot = nullptr;
+  const unsigned* sampling = nullptr;
+  const unsigned* qtiles = nullptr;
+  const kernels::CacheTable* caches = nullptr;
 };
 // INVARIANT: `base` is a device buffer of layout.words u32 filled by fill_index, so every table offset
 // lies inside it.
 inline IndexPtrs index_pointers(const IndexLayout& l, const unsigned* base) {
-  return IndexPtrs{base,          base + l.ids,  base + l.pos,   base + l.seq,   base + l.cu,
-                   base + l.mcu,  base + l.mrow, base + l.qtype, base + l.tiles, base + l.spans};
+  return IndexPtrs{base,           base + l.ids,      base + l.pos,   base + l.seq,
+                   base + l.cu,    base + l.pcu,      base + l.prow,  base + l.qtype,
+                   base + l.tiles, base + l.spans,    base + l.start, base + l.slot,
+                   base + l.sampling, base + l.qtiles,
+                   reinterpret_cast<const kernels::CacheTable*>(base + l.caches)};
 }
 
 struct StepContext {
@@ -81,10 +89,10 @@ Result<KernelStep> embed_step(const StepContext& c, const Loc& out, const float*
 Result<KernelStep> layer_norm_step(const StepContext& c, const Loc& x, const Loc& out, const float* w,
                                    const float* b, float eps);
 Result<KernelStep> bias_act_step(const StepContext& c, const Loc& x, const float* bias, unsigned act);
-Result<KernelStep> cast_step(const StepContext& c, const Loc& x, void* out);
+Result<KernelStep> cast_step(const StepContext& c, const Loc& x, void* out, Dt to);
 Result<KernelStep> geglu_step(const StepContext& c, const Loc& x, const Loc& out);
 Result<KernelStep> add_type_step(const StepContext& c, const Loc& h, const float* table);
-Result<KernelStep> gather_step(const StepContext& c, const Loc& h, const Loc& out);
+Result<KernelStep> pick_rows_step(const StepContext& c, const Loc& h, const Loc& out);
 Result<KernelStep> act_features_step(const StepContext& c, const Loc& h, const Loc& logits, const Loc& out);
 
 // RoPE and attention (steps_attention.cpp).
@@ -99,6 +107,16 @@ Result<KernelStep> rope_step(const StepContext& c, const Loc& x, const ir::Rope&
 // `rope` non-null: q and k are rotated as they load (the Rope ops before the attention were fused).
 Result<KernelStep> attention_step(const StepContext& c, const Loc& qkv, const Loc& out, const ir::Attention& op,
                                   const RopeTable* rope);
+
+// Decoder families (steps_decoder.cpp): the row-wise parts of a Qwen3 layer and the KV cache append.
+Result<KernelStep> rms_norm_step(const StepContext& c, const Loc& x, const Loc& out, const float* w, float eps);
+// In place on x's heads × head_dim columns: w null skips the norm, inv_freq null the rotation.
+Result<KernelStep> head_norm_rope_step(const StepContext& c, const Loc& x, uint32_t heads, uint32_t head_dim,
+                                       const float* w, float eps, const float* inv_freq);
+Result<KernelStep> swiglu_step(const StepContext& c, const Loc& x, const Loc& out);
+Result<KernelStep> tap_step(const StepContext& c, const Loc& x, const Loc& out, uint32_t col);
+// k and v must be token rows of the cache's element type `cache_type`, `width` wide.
+Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type);
 
 // Enqueues one kernel step on `stream`, checking that its argument pack is the entry's.
 Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t stream);

@@ -1,5 +1,5 @@
 // Launchers of the row-wise kernel families: embed, layer_norm, bias_act, cast, geglu, add_type,
-// gather_markers, act_features. Grids cover the bucket's rows; blocks past the real rows return at once.
+// pick_rows, act_features. Grids cover the bucket's rows; blocks past the real rows return at once.
 #include <algorithm>
 
 #include "engine/cuda/steps_impl.h"
@@ -11,7 +11,12 @@ constexpr unsigned kRowThreads = 256;
 constexpr unsigned kLayerNormRows = 4;   // rows per 128-thread block, one warp each
 constexpr uint32_t kLayerNormMaxWidth = 1024;
 
-KernelId pick(Dt in, Dt out, KernelId ff, KernelId fh, KernelId hf, KernelId hh) {
+// The scorer families' entries by (in, out) type: FP32 and FP16 only (supports() keeps BF16 away).
+Result<KernelId> pick(const char* op, Dt in, Dt out, KernelId ff, KernelId fh, KernelId hf, KernelId hh) {
+  const auto f32_or_f16 = [](Dt t) { return t == Dt::kF32 || t == Dt::kF16; };
+  if (!f32_or_f16(in) || !f32_or_f16(out)) {
+    return Error::make(ErrorKind::kUnsupported, "{}: no kernel from {} to {}", op, dt_name(in), dt_name(out));
+  }
   if (in == Dt::kF32) return out == Dt::kF32 ? ff : fh;
   return out == Dt::kF32 ? hf : hh;
 }
@@ -64,8 +69,8 @@ Result<KernelStep> layer_norm_step(const StepContext& c, const Loc& x, const Loc
                                               x.describe(), kLayerNormMaxWidth));
   }
   KernelStep s;
-  s.id = pick(x.type, out.type, KernelId::layer_norm_f32_f32, KernelId::layer_norm_f32_f16,
-              KernelId::layer_norm_f16_f32, KernelId::layer_norm_f16_f16);
+  TANDEM_ASSIGN(s.id, pick("layer_norm", x.type, out.type, KernelId::layer_norm_f32_f32, KernelId::layer_norm_f32_f16,
+                           KernelId::layer_norm_f16_f32, KernelId::layer_norm_f16_f16));
   s.grid = dim3(blocks_for(c.bucket.rows(x.rows), kLayerNormRows));
   s.block = dim3(32 * kLayerNormRows);
   s.args = kernels::LayerNormArgs{out.ptr, x.ptr, w, b, c.ix.n, x.kind(), x.width, eps};
@@ -74,17 +79,24 @@ Result<KernelStep> layer_norm_step(const StepContext& c, const Loc& x, const Loc
 
 Result<KernelStep> bias_act_step(const StepContext& c, const Loc& x, const float* bias, unsigned act) {
   KernelStep s;
-  s.id = x.type == Dt::kF32 ? KernelId::bias_act_f32_f32 : KernelId::bias_act_f16_f16;
+  switch (x.type) {
+    case Dt::kF32: s.id = KernelId::bias_act_f32_f32; break;
+    case Dt::kF16: s.id = KernelId::bias_act_f16_f16; break;
+    case Dt::kBF16: s.id = KernelId::bias_act_bf16_bf16; break;
+    case Dt::kU32: return mismatch("bias_act", x.describe() + " holds ids");
+  }
   s.grid = dim3(chunk_blocks(c.bucket.rows(x.rows), x.width));
   s.block = dim3(kRowThreads);
   s.args = kernels::BiasActArgs{x.ptr, bias, c.ix.n, x.kind(), x.width, act};
   return s;
 }
 
-Result<KernelStep> cast_step(const StepContext& c, const Loc& x, void* out) {
-  if (x.type != Dt::kF32) return mismatch("cast", x.describe() + " is not FP32");
+Result<KernelStep> cast_step(const StepContext& c, const Loc& x, void* out, Dt to) {
+  if (x.type != Dt::kF32 || (to != Dt::kF16 && to != Dt::kBF16)) {
+    return mismatch("cast", x.describe() + " to " + dt_name(to) + ": FP32 to FP16 or BF16 only");
+  }
   KernelStep s;
-  s.id = KernelId::cast_f32_f16;
+  s.id = to == Dt::kF16 ? KernelId::cast_f32_f16 : KernelId::cast_f32_bf16;
   s.grid = dim3(blocks_for(c.bucket.rows(x.rows), 1));
   s.block = dim3(kRowThreads);
   s.args = kernels::CastArgs{out, x.ptr, c.ix.n, x.kind(), x.width};
@@ -96,8 +108,8 @@ Result<KernelStep> geglu_step(const StepContext& c, const Loc& x, const Loc& out
     return mismatch("geglu", "input " + x.describe() + " is not twice the output " + out.describe());
   }
   KernelStep s;
-  s.id = pick(x.type, out.type, KernelId::geglu_f32_f32, KernelId::geglu_f32_f16, KernelId::geglu_f16_f32,
-              KernelId::geglu_f16_f16);
+  TANDEM_ASSIGN(s.id, pick("geglu", x.type, out.type, KernelId::geglu_f32_f32, KernelId::geglu_f32_f16,
+                           KernelId::geglu_f16_f32, KernelId::geglu_f16_f16));
   s.grid = dim3(chunk_blocks(c.bucket.rows(x.rows), out.width));
   s.block = dim3(kRowThreads);
   s.args = kernels::GegluArgs{out.ptr, x.ptr, c.ix.n, x.kind(), out.width};
@@ -116,21 +128,21 @@ Result<KernelStep> add_type_step(const StepContext& c, const Loc& h, const float
   return s;
 }
 
-Result<KernelStep> gather_step(const StepContext& c, const Loc& h, const Loc& out) {
-  if (h.rows != ir::Rows::kTokens || out.rows != ir::Rows::kMarkers || h.width != out.width) {
-    return mismatch("gather_markers", h.describe() + " to " + out.describe());
+Result<KernelStep> pick_rows_step(const StepContext& c, const Loc& h, const Loc& out) {
+  if (h.rows != ir::Rows::kTokens || out.rows != ir::Rows::kPicks || h.width != out.width) {
+    return mismatch("pick_rows", h.describe() + " to " + out.describe());
   }
   KernelStep s;
-  s.id = pick(h.type, out.type, KernelId::gather_markers_f32_f32, KernelId::gather_markers_f32_f16,
-              KernelId::gather_markers_f16_f32, KernelId::gather_markers_f16_f16);
-  s.grid = dim3(blocks_for(c.bucket.markers, 1));
+  TANDEM_ASSIGN(s.id, pick("pick_rows", h.type, out.type, KernelId::pick_rows_f32_f32, KernelId::pick_rows_f32_f16,
+                           KernelId::pick_rows_f16_f32, KernelId::pick_rows_f16_f16));
+  s.grid = dim3(blocks_for(c.bucket.picks, 1));
   s.block = dim3(kRowThreads);
-  s.args = kernels::GatherArgs{out.ptr, h.ptr, c.ix.mrow, c.ix.n, h.width};
+  s.args = kernels::PickRowsArgs{out.ptr, h.ptr, c.ix.prow, c.ix.n, h.width};
   return s;
 }
 
 Result<KernelStep> act_features_step(const StepContext& c, const Loc& h, const Loc& logits, const Loc& out) {
-  const bool ok = h.rows == ir::Rows::kTokens && logits.rows == ir::Rows::kMarkers && logits.width == 1 &&
+  const bool ok = h.rows == ir::Rows::kTokens && logits.rows == ir::Rows::kPicks && logits.width == 1 &&
                   out.rows == ir::Rows::kSeqs && out.width == h.width + 4 && h.type == Dt::kF32 &&
                   logits.type == Dt::kF32 && out.type == Dt::kF32;
   if (!ok) {
@@ -141,7 +153,7 @@ Result<KernelStep> act_features_step(const StepContext& c, const Loc& h, const L
   s.grid = dim3(blocks_for(c.bucket.seqs, 1));
   s.block = dim3(kRowThreads);
   s.args = kernels::ActFeaturesArgs{static_cast<float*>(out.ptr), static_cast<const float*>(h.ptr),
-                                    static_cast<const float*>(logits.ptr), c.ix.cu, c.ix.mcu, c.ix.n, h.width};
+                                    static_cast<const float*>(logits.ptr), c.ix.cu, c.ix.pcu, c.ix.n, h.width};
   return s;
 }
 

@@ -48,10 +48,10 @@ std::vector<unsigned char> random_host_bytes(size_t count, Dt type, float scale,
   std::vector<unsigned char> bytes(count * dt_size(type));
   for (size_t i = 0; i < count; ++i) {
     const float v = d(rng);
-    if (type == Dt::kF32) {
+    if (type == Dt::kF32 || type == Dt::kU32) {
       std::memcpy(bytes.data() + 4 * i, &v, 4);
     } else {
-      const uint16_t h = float_to_half(v);
+      const uint16_t h = type == Dt::kBF16 ? float_to_bf16(v) : float_to_half(v);
       std::memcpy(bytes.data() + 2 * i, &h, 2);
     }
   }

@@ -14,7 +14,7 @@ constexpr size_t kChunk = size_t{1} << 22;  // elements converted per host pass
 
 struct Need {
   const ir::WeightRef* ref = nullptr;
-  bool f32 = false, f16 = false;
+  bool f32 = false, half = false;
 };
 
 // Which weights the graphs read, and in which element types.
@@ -38,9 +38,9 @@ Result<std::map<std::string, Need>> collect(std::span<const ir::Graph* const> gr
                            shape_string(n.ref->shape), shape_string(ref.shape));
       }
       n.ref = &ref;
-      const bool gemm_f16 = gemm_weight[i] && precision == ir::Precision::kF16;
-      n.f16 = n.f16 || gemm_f16;
-      n.f32 = n.f32 || other_use[i] || (gemm_weight[i] && !gemm_f16);
+      const bool gemm_half = gemm_weight[i] && precision != ir::Precision::kF32;
+      n.half = n.half || gemm_half;
+      n.f32 = n.f32 || other_use[i] || (gemm_weight[i] && !gemm_half);
     }
   }
   return needs;
@@ -73,7 +73,9 @@ uint64_t numel(const std::vector<uint64_t>& shape) {
   return n;
 }
 
-Status upload_one(const Device& device, const WeightSource& source, const Need& need, DeviceTensor& t) {
+Status upload_one(const Device& device, const WeightSource& source, const Need& need, ir::Precision precision,
+                  DeviceTensor& t) {
+  const bool bf16 = precision == ir::Precision::kBF16;
   const std::string name = need.ref->name();
   TANDEM_ASSIGN(std::vector<TensorView> views, parts_of(source, *need.ref));
   const uint64_t total = numel(need.ref->shape);
@@ -81,11 +83,11 @@ Status upload_one(const Device& device, const WeightSource& source, const Need& 
   if (need.f32) {
     TANDEM_ASSIGN(t.f32, DeviceBuffer::make(total * 4, "weight " + name));
   }
-  if (need.f16) {
-    TANDEM_ASSIGN(t.f16, DeviceBuffer::make(total * 2, "weight " + name + " (f16)"));
+  if (need.half) {
+    TANDEM_ASSIGN(t.half, DeviceBuffer::make(total * 2, "weight " + name + (bf16 ? " (bf16)" : " (f16)")));
   }
   std::vector<float> f32(std::min<uint64_t>(total, kChunk));
-  std::vector<uint16_t> f16(need.f16 ? f32.size() : 0);
+  std::vector<uint16_t> half(need.half ? f32.size() : 0);
   uint64_t at = 0;  // elements of the stacked tensor done
   for (const TensorView& v : views) {
     const uint64_t n = v.numel();
@@ -100,9 +102,9 @@ Status upload_one(const Device& device, const WeightSource& source, const Need& 
         TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.f32.as<float>() + at + done, f32.data(), len * 4, cudaMemcpyHostToDevice,
                                           device.stream()));
       }
-      if (need.f16) {
-        for (size_t i = 0; i < len; ++i) f16[i] = float_to_half(f32[i]);
-        TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.f16.as<uint16_t>() + at + done, f16.data(), len * 2,
+      if (need.half) {
+        for (size_t i = 0; i < len; ++i) half[i] = bf16 ? float_to_bf16(f32[i]) : float_to_half(f32[i]);
+        TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.half.as<uint16_t>() + at + done, half.data(), len * 2,
                                           cudaMemcpyHostToDevice, device.stream()));
       }
       TANDEM_TRY(device.synchronize());
@@ -116,7 +118,7 @@ Status upload_one(const Device& device, const WeightSource& source, const Need& 
 
 size_t CudaWeights::bytes() const {
   size_t total = 0;
-  for (const auto& [name, t] : tensors_) total += t.f32.bytes() + t.f16.bytes();
+  for (const auto& [name, t] : tensors_) total += t.f32.bytes() + t.half.bytes();
   return total;
 }
 
@@ -135,7 +137,7 @@ Result<std::unique_ptr<CudaWeights>> upload_weights(const Device& device, const 
   out->precision_ = precision;
   for (const auto& [name, need] : needs) {
     DeviceTensor t;
-    auto st = upload_one(device, source, need, t);
+    auto st = upload_one(device, source, need, precision, t);
     if (!st.ok()) return std::move(st).error().context("uploading weights to " + device.info().describe());
     out->tensors_.emplace(name, std::move(t));
   }

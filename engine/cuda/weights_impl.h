@@ -1,6 +1,6 @@
 // Weights on the device (scorer.md §3): each WeightRef's checkpoint parts stacked along dim 0 and
-// converted on the host (exactly, round to nearest even) from F32/F16/BF16. GEMM weights of FP16
-// backends are FP16 only (no FP32 copy stays on the device); norms, biases and tables stay FP32.
+// converted on the host (exactly, round to nearest even) from F32/F16/BF16. GEMM weights of FP16 and
+// BF16 backends are 16-bit only (no FP32 copy stays on the device); norms, biases and tables stay FP32.
 #pragma once
 
 #include <map>
@@ -18,8 +18,8 @@ namespace tandem::cuda {
 
 struct DeviceTensor {
   std::vector<uint64_t> shape;
-  DeviceBuffer f32;  // empty unless some op reads the weight as FP32
-  DeviceBuffer f16;  // empty unless an FP16 GEMM reads it
+  DeviceBuffer f32;   // empty unless some op reads the weight as FP32
+  DeviceBuffer half;  // empty unless a 16-bit GEMM reads it: FP16 or BF16, as the backend's precision
 };
 
 class CudaWeights final : public ir::Weights {

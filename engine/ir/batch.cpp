@@ -5,26 +5,27 @@
 
 namespace tandem::ir {
 
-void Batch::add_sequence(const std::vector<uint32_t>& seq_ids, const std::vector<uint32_t>& seq_markers,
+void Batch::add_sequence(const std::vector<uint32_t>& seq_ids, const std::vector<uint32_t>& seq_picks,
                          uint8_t type) {
   if (cu.empty()) cu.push_back(0);
-  if (mcu.empty()) mcu.push_back(0);
+  if (pcu.empty()) pcu.push_back(0);
   ids.insert(ids.end(), seq_ids.begin(), seq_ids.end());
-  markers.insert(markers.end(), seq_markers.begin(), seq_markers.end());
+  picks.insert(picks.end(), seq_picks.begin(), seq_picks.end());
   cu.push_back(static_cast<uint32_t>(ids.size()));
-  mcu.push_back(static_cast<uint32_t>(markers.size()));
+  pcu.push_back(static_cast<uint32_t>(picks.size()));
   qtype.push_back(type);
 }
 
 void Batch::clear() {
   ids.clear();
   cu.clear();
-  markers.clear();
-  mcu.clear();
+  picks.clear();
+  pcu.clear();
   qtype.clear();
   start.clear();
   slot.clear();
   features.clear();
+  sampling.clear();
 }
 
 namespace {
@@ -51,17 +52,17 @@ Status check_offsets(const std::vector<uint32_t>& off, const char* name, size_t 
 
 Status check(const Batch& b, const BatchLimits& limits) {
   const size_t seqs = b.qtype.size();
-  if (b.cu.empty() && b.mcu.empty() && seqs == 0 && b.ids.empty() && b.markers.empty()) return {};
+  if (b.cu.empty() && b.pcu.empty() && seqs == 0 && b.ids.empty() && b.picks.empty()) return {};
   TANDEM_TRY(check_offsets(b.cu, "cu", seqs, b.ids.size(), "ids"));
-  TANDEM_TRY(check_offsets(b.mcu, "mcu", seqs, b.markers.size(), "markers"));
+  TANDEM_TRY(check_offsets(b.pcu, "pcu", seqs, b.picks.size(), "picks"));
   for (size_t s = 0; s < seqs; ++s) {
     if (b.qtype[s] >= limits.qtypes) {
       return bad(fmt::format("qtype[{}] = {} is not a question type (0..{})", s, b.qtype[s], limits.qtypes - 1));
     }
     const uint32_t len = b.cu[s + 1] - b.cu[s];
-    for (uint32_t m = b.mcu[s]; m < b.mcu[s + 1]; ++m) {
-      if (b.markers[m] >= len) {
-        return bad(fmt::format("markers[{}] = {} is outside sequence {} of {} tokens", m, b.markers[m], s, len));
+    for (uint32_t m = b.pcu[s]; m < b.pcu[s + 1]; ++m) {
+      if (b.picks[m] >= len) {
+        return bad(fmt::format("picks[{}] = {} is outside sequence {} of {} tokens", m, b.picks[m], s, len));
       }
     }
   }

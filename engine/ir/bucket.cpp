@@ -10,7 +10,7 @@
 
 namespace tandem::ir {
 
-std::string to_string(const Bucket& b) { return fmt::format("{}/{}/{}", b.tokens, b.seqs, b.markers); }
+std::string to_string(const Bucket& b) { return fmt::format("{}/{}/{}", b.tokens, b.seqs, b.picks); }
 
 namespace {
 Result<uint32_t> parse_count(std::string_view word, std::string_view origin, size_t line, const char* what) {
@@ -37,12 +37,12 @@ Result<BucketTable> BucketTable::parse(std::string_view text, std::string_view o
     for (std::string s; words >> s;) w.push_back(s);
     if (w.empty()) continue;
     if (w.size() != 4) {
-      return Error::make(ErrorKind::kFormat, "{}:{}: expected 'stage tokens seqs markers', got {} fields", origin,
+      return Error::make(ErrorKind::kFormat, "{}:{}: expected 'stage tokens seqs picks', got {} fields", origin,
                          number, w.size());
     }
     TANDEM_ASSIGN(uint32_t t, parse_count(w[1], origin, number, "tokens"));
     TANDEM_ASSIGN(uint32_t s, parse_count(w[2], origin, number, "seqs"));
-    TANDEM_ASSIGN(uint32_t m, parse_count(w[3], origin, number, "markers"));
+    TANDEM_ASSIGN(uint32_t m, parse_count(w[3], origin, number, "picks"));
     if (t == 0 || s == 0) {
       return Error::make(ErrorKind::kFormat, "{}:{}: a bucket needs at least one token and one sequence", origin,
                          number);
@@ -92,16 +92,16 @@ const std::vector<Bucket>& BucketTable::stage(std::string_view name) const {
 }
 
 Result<Bucket> BucketTable::smallest(std::string_view stage_name, uint32_t tokens, uint32_t seqs,
-                                     uint32_t markers) const {
+                                     uint32_t picks) const {
   const auto& buckets = stage(stage_name);
   if (buckets.empty()) return Error::make(ErrorKind::kNotFound, "no bucket stage '{}'", stage_name);
   for (const Bucket& b : buckets) {
-    if (b.holds(tokens, seqs, markers)) return b;
+    if (b.holds(tokens, seqs, picks)) return b;
   }
   const Bucket& top = buckets.back();
   return Error::make(ErrorKind::kCapacity,
-                     "a batch of {} tokens, {} sequences and {} markers fits no bucket of stage '{}' (largest {})",
-                     tokens, seqs, markers, stage_name, to_string(top));
+                     "a batch of {} tokens, {} sequences and {} picked rows fits no bucket of stage '{}' (largest {})",
+                     tokens, seqs, picks, stage_name, to_string(top));
 }
 
 std::optional<Bucket> BucketTable::ceiling(std::string_view stage_name) const {
@@ -111,7 +111,7 @@ std::optional<Bucket> BucketTable::ceiling(std::string_view stage_name) const {
   for (const Bucket& b : buckets) {
     out.tokens = std::max(out.tokens, b.tokens);
     out.seqs = std::max(out.seqs, b.seqs);
-    out.markers = std::max(out.markers, b.markers);
+    out.picks = std::max(out.picks, b.picks);
   }
   return out;
 }

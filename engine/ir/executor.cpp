@@ -3,12 +3,51 @@
 
 namespace tandem::ir {
 
-const char* to_string(Precision p) { return p == Precision::kF32 ? "f32" : "f16"; }
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kF32: return "f32";
+    case Precision::kF16: return "f16";
+    case Precision::kBF16: return "bf16";
+  }
+  return "?";
+}
 
 Result<Precision> parse_precision(std::string_view text) {
-  if (text == "f32") return Precision::kF32;
-  if (text == "f16") return Precision::kF16;
-  return Error::make(ErrorKind::kInvalidArgument, "precision '{}' is not one of f32, f16", text);
+  for (Precision p : {Precision::kF32, Precision::kF16, Precision::kBF16}) {
+    if (text == to_string(p)) return p;
+  }
+  return Error::make(ErrorKind::kInvalidArgument, "precision '{}' is not one of f32, f16, bf16", text);
+}
+
+size_t storage_bytes(Storage s) {
+  switch (s) {
+    case Storage::kF32:
+    case Storage::kU32: return 4;
+    case Storage::kF16:
+    case Storage::kBF16: return 2;
+  }
+  return 4;
+}
+
+const char* to_string(Storage s) {
+  switch (s) {
+    case Storage::kF32: return "f32";
+    case Storage::kF16: return "f16";
+    case Storage::kBF16: return "bf16";
+    case Storage::kU32: return "u32";
+  }
+  return "?";
+}
+
+Status check_supported(const Backend& backend, const Graph& graph) {
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    Status s = backend.supports(graph, graph.ops[i]);
+    if (!s.ok()) {
+      return std::move(s).context(fmt::format("the {} backend cannot run graph op {} ({})", backend.caps().name, i,
+                                              op_name(graph.ops[i])));
+    }
+  }
+  return {};
 }
 
 Executor::Executor(Backend& backend, const Weights& weights, const Graph& graph, const BucketTable& table,
@@ -16,7 +55,7 @@ Executor::Executor(Backend& backend, const Weights& weights, const Graph& graph,
     : backend_(backend), weights_(weights), graph_(graph), table_(table), stage_(std::move(stage)) {}
 
 Result<Bucket> Executor::bucket_for(const Batch& batch) const {
-  return table_.smallest(stage_, batch.tokens(), batch.seqs(), batch.num_markers());
+  return table_.smallest(stage_, batch.tokens(), batch.seqs(), batch.num_picks());
 }
 
 Status Executor::prepare(Bucket bucket) {

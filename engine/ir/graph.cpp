@@ -1,6 +1,7 @@
 // Graph construction helpers, op names and read/write sets.
 #include "engine/ir/graph.h"
 
+#include <cmath>
 #include <type_traits>
 
 #include "engine/core/overloaded.h"
@@ -11,7 +12,15 @@ const char* to_string(Rows rows) {
   switch (rows) {
     case Rows::kTokens: return "tokens";
     case Rows::kSeqs: return "seqs";
-    case Rows::kMarkers: return "markers";
+    case Rows::kPicks: return "picks";
+  }
+  return "?";
+}
+
+const char* to_string(Elem elem) {
+  switch (elem) {
+    case Elem::kF32: return "f32";
+    case Elem::kU32: return "u32";
   }
   return "?";
 }
@@ -25,8 +34,8 @@ std::string WeightRef::name() const {
   return out;
 }
 
-Val Graph::add_val(Rows rows, uint32_t width, std::string name) {
-  vals.push_back({rows, width, std::move(name)});
+Val Graph::add_val(Rows rows, uint32_t width, std::string name, Elem elem) {
+  vals.push_back({rows, width, std::move(name), elem});
   return Val{static_cast<uint32_t>(vals.size() - 1)};
 }
 
@@ -43,6 +52,15 @@ uint32_t Graph::add_cache(std::string name, uint32_t width) {
   return static_cast<uint32_t>(caches.size() - 1);
 }
 
+std::vector<float> rope_inv_freq(float theta, uint32_t head_dim) {
+  std::vector<float> inv(head_dim / 2);
+  for (uint32_t i = 0; i < inv.size(); ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    inv[i] = 1.0f / std::pow(theta, exponent);
+  }
+  return inv;
+}
+
 const char* op_name(const Op& op) {
   return std::visit(
       Overloaded{
@@ -55,7 +73,7 @@ const char* op_name(const Op& op) {
           [](const SwiGlu&) { return "swiglu"; },
           [](const Attention&) { return "attention"; },
           [](const AddType&) { return "add_type"; },
-          [](const GatherMarkers&) { return "gather_markers"; },
+          [](const PickRows&) { return "pick_rows"; },
           [](const ActFeatures&) { return "act_features"; },
           [](const HeadRmsNorm&) { return "head_rms_norm"; },
           [](const CacheAppend&) { return "cache_append"; },
@@ -63,6 +81,9 @@ const char* op_name(const Op& op) {
           [](const Input&) { return "input"; },
           [](const Tap&) { return "tap"; },
           [](const DynConv&) { return "dyn_conv"; },
+          [](const Argmax&) { return "argmax"; },
+          [](const TopK&) { return "top_k"; },
+          [](const Sample&) { return "sample"; },
       },
       op);
 }
@@ -82,7 +103,7 @@ Uses uses(const Op& op) {
           [](const SwiGlu& o) { return Uses{{o.x}, {o.out}}; },
           [](const Attention& o) { return Uses{{o.qkv}, {o.out}}; },
           [](const AddType& o) { return Uses{{o.h}, {o.h}}; },
-          [](const GatherMarkers& o) { return Uses{{o.h}, {o.out}}; },
+          [](const PickRows& o) { return Uses{{o.h}, {o.out}}; },
           [](const ActFeatures& o) { return Uses{{o.h, o.logits}, {o.out}}; },
           [](const HeadRmsNorm& o) { return Uses{{o.x}, {o.x}}; },
           [](const CacheAppend& o) { return Uses{{o.k, o.v}, {}}; },
@@ -93,6 +114,9 @@ Uses uses(const Op& op) {
             if (o.epilogue == Epilogue::kAccumulate) return Uses{{o.x, o.d, o.out}, {o.out}};
             return Uses{{o.x, o.d}, {o.out}};
           },
+          [](const Argmax& o) { return Uses{{o.x}, {o.out}}; },
+          [](const TopK& o) { return Uses{{o.x}, {o.ids, o.values}}; },
+          [](const Sample& o) { return Uses{{o.x}, {o.out}}; },
       },
       op);
 }

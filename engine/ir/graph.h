@@ -11,9 +11,14 @@
 
 namespace tandem::ir {
 
-// What a value's rows count: the batch's tokens, its sequences, or its markers. The real counts are
+// What a value's rows count: the batch's tokens, its sequences, or the rows it picks out of its
+// sequences (Batch::picks: the scorer's option markers, a decoder's logit rows). The real counts are
 // known only at run time; a bucket bounds them at lowering.
-enum class Rows : uint8_t { kTokens, kSeqs, kMarkers };
+enum class Rows : uint8_t { kTokens, kSeqs, kPicks };
+
+// What a value's elements are: floats (activations, logits) or token ids (Argmax, TopK, Sample).
+enum class Elem : uint8_t { kF32, kU32 };
+const char* to_string(Elem elem);
 const char* to_string(Rows rows);
 
 struct Val {
@@ -23,8 +28,9 @@ struct Val {
 
 struct ValInfo {
   Rows rows;
-  uint32_t width;    // f32 elements per row
+  uint32_t width;    // elements per row (4 bytes each in an arena: f32 or u32)
   std::string name;  // for errors and profiles: "enc.3.qkv"
+  Elem elem = Elem::kF32;
 };
 
 // A weight: checkpoint tensors stacked along dim 0 (one part for most; [gate; up] or [q; k; v] fuse
@@ -60,6 +66,9 @@ struct Gemm { Val a; WeightId w; std::optional<WeightId> b; Epilogue epilogue; V
 // In place on `heads` heads of `head_dim` starting at column `col`: rotate-half (NeoX) RoPE at the row's
 // position (batch start of its sequence + its offset in the sequence).
 struct Rope { Val x; uint32_t col; uint32_t heads; uint32_t head_dim; float theta; };
+// Rope's inverse frequencies, inv_i = 1 / theta^(2i / head_dim) in f32 as HF computes them; the angle of
+// pair i at position p is the f32 product p · inv_i, its cos and sin taken in f64 (every backend).
+std::vector<float> rope_inv_freq(float theta, uint32_t head_dim);
 // out = gelu(x[:, :I]) · x[:, I:].
 struct GeGlu { Val x; Val out; };
 // out = silu(x[:, :I]) · x[:, I:].
@@ -72,8 +81,8 @@ struct SwiGlu { Val x; Val out; };
 struct Attention { Val qkv; uint32_t heads; uint32_t head_dim; std::optional<uint32_t> window; Val out; };
 // h[r] += table[qtype[seq(r)]], in place.
 struct AddType { Val h; WeightId table; };
-// out[m] = h[cu[s] + markers[m]].
-struct GatherMarkers { Val h; Val out; };
+// out[p] = h[cu[s] + picks[p]] for the picks p of each sequence s.
+struct PickRows { Val h; Val out; };
 // Per sequence: [CLS row | top1 | top1 − top2 | normalized entropy | max(k,2)/255] (scorer.md §2).
 struct ActFeatures { Val h; Val logits; Val out; };
 
@@ -114,9 +123,21 @@ struct DynConv {
   Val out;
 };
 
+// ---- token choice on the device (engine/ir/sampling.h defines each exactly) ----
+
+// out[r] = argmax over x[r, 0 : columns) (ties to the lower index); out is u32, one wide.
+struct Argmax { Val x; uint32_t columns; Val out; };
+// The k largest of x[r, 0 : columns) in descending order, ties to the lower index: ids (u32) and their
+// values (f32), both k wide.
+struct TopK { Val x; uint32_t columns; uint32_t k; Val ids; Val values; };
+// out[p] = ir::sample_token(x[p, 0 : columns), batch.sampling[s], position + 1) for pick p of sequence s
+// at absolute position start[s] + picks[p] (greedy where the batch has no sampling parameters); out is
+// u32, one wide, over pick rows.
+struct Sample { Val x; uint32_t columns; Val out; };
+
 using Op = std::variant<Embed, LayerNorm, RmsNorm, Gemm, Rope, GeGlu, SwiGlu, Attention, AddType,
-                        GatherMarkers, ActFeatures, HeadRmsNorm, CacheAppend, CacheAttention, Input,
-                        Tap, DynConv>;
+                        PickRows, ActFeatures, HeadRmsNorm, CacheAppend, CacheAttention, Input,
+                        Tap, DynConv, Argmax, TopK, Sample>;
 
 const char* op_name(const Op& op);
 
@@ -127,9 +148,14 @@ struct CacheInfo {
   uint32_t width;
 };
 
+// Where a run leaves an output: copied to the host (Tensor2::data or ::ids), or left on the backend's
+// device (Tensor2::device) for another plan or a transport to read, never copied.
+enum class Placement : uint8_t { kHost, kDevice };
+
 struct Output {
   std::string name;
   Val val;
+  Placement placement = Placement::kHost;
 };
 
 struct Graph {
@@ -140,12 +166,14 @@ struct Graph {
   std::vector<Output> outputs;
   uint32_t feature_width = 0;  // width of Batch::features rows that Input reads; 0 if none
 
-  Val add_val(Rows rows, uint32_t width, std::string name);
+  Val add_val(Rows rows, uint32_t width, std::string name, Elem elem = Elem::kF32);
   // Returns the id of the weight with these parts, adding it if new.
   WeightId add_weight(std::vector<std::string> parts, std::vector<uint64_t> shape);
   uint32_t add_cache(std::string name, uint32_t width);
   void add_op(Op op) { ops.push_back(std::move(op)); }
-  void add_output(std::string name, Val val) { outputs.push_back({std::move(name), val}); }
+  void add_output(std::string name, Val val, Placement placement = Placement::kHost) {
+    outputs.push_back({std::move(name), val, placement});
+  }
 
   const ValInfo& info(Val v) const { return vals[v.index]; }
   const WeightRef& weight(WeightId w) const { return weights[w.index]; }

@@ -29,6 +29,24 @@ class Checker {
     }
     return {};
   }
+  Status elem(Val v, Elem want, const char* what) const {
+    TANDEM_TRY(check_val(v));
+    if (g_.info(v).elem != want) {
+      return fail("{} '{}' holds {} elements, expected {}", what, g_.info(v).name, to_string(g_.info(v).elem),
+                  to_string(want));
+    }
+    return {};
+  }
+  // A row-wise choice over x's first `columns` columns (Argmax, TopK, Sample).
+  Status choice(Val x, uint32_t columns, Val out, uint32_t k, const char* what) const {
+    TANDEM_TRY(same_rows(x, out));
+    TANDEM_TRY(elem(out, Elem::kU32, what));
+    TANDEM_TRY(width(out, k, what));
+    if (columns == 0 || columns > w(x) || k == 0 || k > columns) {
+      return fail("{} over {} of the {} columns of '{}' keeps {}", what, columns, w(x), g_.info(x).name, k);
+    }
+    return {};
+  }
   Status same_rows(Val a, Val b) const {
     TANDEM_TRY(check_val(a));
     TANDEM_TRY(check_val(b));
@@ -117,14 +135,14 @@ class Checker {
     }
     return weight(o.table, {g_.weight(o.table).shape[0], w(o.h)});
   }
-  Status check(const GatherMarkers& o) const {
-    TANDEM_TRY(rows(o.h, Rows::kTokens, "gather input"));
-    TANDEM_TRY(rows(o.out, Rows::kMarkers, "gather output"));
-    return width(o.out, w(o.h), "gather output");
+  Status check(const PickRows& o) const {
+    TANDEM_TRY(rows(o.h, Rows::kTokens, "pick_rows input"));
+    TANDEM_TRY(rows(o.out, Rows::kPicks, "pick_rows output"));
+    return width(o.out, w(o.h), "pick_rows output");
   }
   Status check(const ActFeatures& o) const {
     TANDEM_TRY(rows(o.h, Rows::kTokens, "act features input"));
-    TANDEM_TRY(rows(o.logits, Rows::kMarkers, "act features logits"));
+    TANDEM_TRY(rows(o.logits, Rows::kPicks, "act features logits"));
     TANDEM_TRY(width(o.logits, 1, "act features logits"));
     TANDEM_TRY(rows(o.out, Rows::kSeqs, "act features output"));
     return width(o.out, w(o.h) + 4, "act features output");
@@ -168,6 +186,16 @@ class Checker {
     TANDEM_TRY(width(o.d, 2ull * o.taps * (w(o.x) / o.group), "conv deltas"));
     return weight(o.base, {2, o.taps, w(o.x)});
   }
+  Status check(const Argmax& o) const { return choice(o.x, o.columns, o.out, 1, "argmax output"); }
+  Status check(const TopK& o) const {
+    TANDEM_TRY(choice(o.x, o.columns, o.ids, o.k, "top_k ids"));
+    TANDEM_TRY(same_rows(o.x, o.values));
+    return width(o.values, o.k, "top_k values");
+  }
+  Status check(const Sample& o) const {
+    TANDEM_TRY(rows(o.x, Rows::kPicks, "sample input"));
+    return choice(o.x, o.columns, o.out, 1, "sample output");
+  }
 
   const Graph& g_;
 };
@@ -177,8 +205,16 @@ class Checker {
 Status validate(const Graph& graph) {
   Checker c(graph);
   for (size_t i = 0; i < graph.ops.size(); ++i) {
-    auto st = c.op(graph.ops[i]);
-    if (!st.ok()) return std::move(st).context(fmt::format("graph op {} ({})", i, op_name(graph.ops[i])));
+    const Op& op = graph.ops[i];
+    auto st = c.op(op);
+    // Token ids are written by the choice ops only and read by none: every other operand is f32.
+    const Uses u = uses(op);
+    const bool writes_ids = std::holds_alternative<Argmax>(op) || std::holds_alternative<TopK>(op) ||
+                            std::holds_alternative<Sample>(op);
+    for (size_t r = 0; st.ok() && r < u.reads.size(); ++r) st = c.elem(u.reads[r], Elem::kF32, "input");
+    for (size_t k = 0; st.ok() && !writes_ids && k < u.writes.size(); ++k) st = c.elem(u.writes[k], Elem::kF32, "output");
+    if (const auto* t = std::get_if<TopK>(&op); st.ok() && t != nullptr) st = c.elem(t->values, Elem::kF32, "top_k values");
+    if (!st.ok()) return std::move(st).context(fmt::format("graph op {} ({})", i, op_name(op)));
   }
   for (const Output& o : graph.outputs) {
     if (o.val.index >= graph.vals.size()) return c.fail("output {} names no value", o.name);

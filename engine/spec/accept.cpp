@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "engine/spec/rng_impl.h"
 #include "engine/spec/sampling_impl.h"
 
 namespace tandem::spec {
@@ -39,13 +38,11 @@ Proposal residual(const Proposal& p, const Proposal& q) {
 
 }  // namespace
 
-Verdict accept_match(const ir::Tensor2& logits, std::span<const uint32_t> drafts, const SamplingParams& sampling,
-                     uint32_t start) {
+Verdict accept_match(std::span<const uint32_t> tokens, std::span<const uint32_t> drafts) {
   Verdict v;
-  for (uint32_t i = 0;; ++i) {
-    const uint32_t token = target_token(row_of(logits, i), sampling, start + i + 1);
-    v.committed.push_back(token);
-    if (i >= drafts.size() || drafts[i] != token) break;
+  for (uint32_t i = 0; i < tokens.size(); ++i) {
+    v.committed.push_back(tokens[i]);
+    if (i >= drafts.size() || drafts[i] != tokens[i]) break;
     ++v.accepted;
   }
   return v;

@@ -16,11 +16,11 @@ struct Verdict {
   std::vector<uint32_t> committed;  // d_1 .. d_accepted, then the bonus token
 };
 
-// Greedy (temperature 0) and sample-and-match: a draft stays iff it equals the target's own token for
-// its position (target_token); the first row whose token differs, or the row after the last draft,
-// gives the bonus.
-Verdict accept_match(const ir::Tensor2& logits, std::span<const uint32_t> drafts, const SamplingParams& sampling,
-                     uint32_t start);
+// Greedy (temperature 0) and sample-and-match: `tokens` holds the target's own token of each verify row
+// (target_token for the position after it, picked by the backend's Sample op); a draft stays iff it
+// equals its row's token, and the first row whose token differs, or the row after the last draft, gives
+// the bonus. tokens.size() > drafts.size().
+Verdict accept_match(std::span<const uint32_t> tokens, std::span<const uint32_t> drafts);
 
 // Rejection sampling against the drafts' proposals (temperature > 0).
 Verdict accept_reject(const ir::Tensor2& logits, std::span<const uint32_t> drafts,

@@ -1,7 +1,6 @@
 // The draft step (dflash.md §1.5, §3.3): a block per request, then draft tokens from its rows: v1 picks
 // per row (argmax, or a sample of softmax(logits / T) under rejection sampling), v2 walks the selector.
 #include "engine/spec/request_impl.h"
-#include "engine/spec/rng_impl.h"
 #include "engine/spec/sampling_impl.h"
 #include "engine/spec/selector_impl.h"
 

@@ -1,11 +1,11 @@
 // Top-k candidates and the selector walk, on the host (K·r work per row, dflash.md §3.3).
 #include "engine/spec/selector_impl.h"
+#include "engine/spec/sampling_impl.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "engine/spec/rng_impl.h"
 
 namespace tandem::spec {
 
@@ -14,14 +14,11 @@ SelectorParams selector_params(const io::DFlashConfig& cfg) {
 }
 
 Candidates top_k(std::span<const float> row, uint32_t k) {
-  std::vector<uint32_t> order(row.size());
-  std::iota(order.begin(), order.end(), 0u);
-  const size_t n = std::min<size_t>(k, order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(n), order.end(),
-                    [&](uint32_t a, uint32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  const uint32_t n = static_cast<uint32_t>(std::min<size_t>(k, row.size()));
   Candidates c;
-  c.ids.assign(order.begin(), order.begin() + static_cast<ptrdiff_t>(n));
-  for (uint32_t id : c.ids) c.values.push_back(row[id]);
+  c.ids.resize(n);
+  c.values.resize(n);
+  ir::top_k(row, n, c.ids, c.values);
   return c;
 }
 

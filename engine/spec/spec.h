@@ -9,16 +9,13 @@
 #include <vector>
 
 #include "engine/core/result.h"
+#include "engine/ir/sampling.h"
 #include "engine/models/dflash/dflash_model.h"
 #include "engine/models/qwen3/qwen3_model.h"
 
 namespace tandem::spec {
 
-struct SamplingParams {
-  float temperature = 0.0f;  // 0: greedy (argmax, ties to the lower id)
-  float top_p = 1.0f;        // nucleus of the tempered distribution
-  uint64_t seed = 0;         // with the position, decides every random draw (rng_impl.h)
-};
+using ir::SamplingParams;
 
 // How drafts are verified at temperature > 0; at temperature 0 both are the greedy exact match.
 // kMatch (sample-and-match, the default): the target samples each verify row with the draw keyed to the
@@ -33,12 +30,8 @@ struct SamplingParams {
 //   distribution, but not token-identical to plain sampling.
 enum class VerifyMode : uint8_t { kMatch, kReject };
 
-// A draft token's proposal distribution (kReject): ids with probabilities summing to 1.
-struct Proposal {
-  std::vector<uint32_t> ids;
-  std::vector<double> probs;
-  double prob(uint32_t id) const;
-};
+// A draft token's proposal distribution (kReject).
+using Proposal = ir::Distribution;
 
 struct RequestParams {
   std::vector<uint32_t> prompt;

@@ -3,6 +3,8 @@
 #include "engine/spec/accept_impl.h"
 #include "engine/spec/request_impl.h"
 
+#include <algorithm>
+
 namespace tandem::spec {
 
 Status verify(models::qwen3::Target& target, std::span<Request* const> requests, std::span<const Draft> drafts,
@@ -25,15 +27,20 @@ Status verify(models::qwen3::Target& target, std::span<Request* const> requests,
     TANDEM_TRY(target.cache().crop(r.slot, r.start));
     ids[i].push_back(r.tokens.back());
     ids[i].insert(ids[i].end(), drafts[i].tokens.begin(), drafts[i].tokens.end());
-    rows.push_back({r.slot, ids[i], models::qwen3::LogitRows::kAll});
+    rows.push_back({r.slot, ids[i], models::qwen3::LogitRows::kAll, r.params.sampling});
   }
+  if (std::find(reject.begin(), reject.end(), true) != reject.end() && !target.host_logits()) {
+    return Error(ErrorKind::kInvalidArgument,
+                 "rejection sampling needs the target's logits on the host (TargetOptions::host_logits)");
+  }
+  // The verify rows' taps go to the host for the drafter (rows past the accepted ones are dropped).
   std::vector<models::qwen3::TargetOut> out;
-  TANDEM_TRY(target.forward(rows, out));
+  TANDEM_TRY(target.forward_fetching_taps(rows, out));
   for (size_t i = 0; i < requests.size(); ++i) {
     Request& r = *requests[i];
     const Draft& d = drafts[i];
     const Verdict v = reject[i] ? accept_reject(out[i].logits, d.tokens, d.proposals, r.params.sampling, r.start)
-                                : accept_match(out[i].logits, d.tokens, r.params.sampling, r.start);
+                                : accept_match(out[i].ids.ids, d.tokens);
     ++r.rounds;
     r.drafted += static_cast<uint32_t>(d.tokens.size());
     r.accepted += v.accepted;
@@ -41,9 +48,9 @@ Status verify(models::qwen3::Target& target, std::span<Request* const> requests,
     if (trace) r.trace.push_back({r.start, d.tokens, v.accepted});
     // Rows 0..accepted (the anchor and the accepted drafts) are committed in the KV cache; the rest go.
     const uint32_t kept = v.accepted + 1;
-    const uint32_t width = out[i].taps.width;
-    r.taps.insert(r.taps.end(), out[i].taps.data.begin(),
-                  out[i].taps.data.begin() + static_cast<ptrdiff_t>(size_t{kept} * width));
+    const size_t width = target.tap_width();
+    const std::vector<float>& taps = out[i].taps.data;
+    r.taps.insert(r.taps.end(), taps.begin(), taps.begin() + static_cast<ptrdiff_t>(kept * width));
     r.start += kept;
     TANDEM_TRY(target.cache().crop(r.slot, r.start));
     for (uint32_t token : v.committed) {

@@ -42,8 +42,8 @@ TEST(Protocol, RunBatchRoundTrips) {
   EXPECT_EQ(back.batch_id, m.batch_id);
   EXPECT_EQ(back.batch.ids, m.batch.ids);
   EXPECT_EQ(back.batch.cu, m.batch.cu);
-  EXPECT_EQ(back.batch.markers, m.batch.markers);
-  EXPECT_EQ(back.batch.mcu, m.batch.mcu);
+  EXPECT_EQ(back.batch.picks, m.batch.picks);
+  EXPECT_EQ(back.batch.pcu, m.batch.pcu);
   EXPECT_EQ(back.batch.qtype, m.batch.qtype);
 }
 
@@ -176,14 +176,14 @@ TEST(Protocol, BatchStructureIsChecked) {
   m.batch.cu[2] = 1;  // not monotone
   expect_rejected(encode(m), Tag::kCommand, "batch.cu[2] = 1 is less than cu[1] = 5");
   RunBatch n{1, sample_batch()};
-  n.batch.markers[0] = 5;  // outside its 5-token sequence
-  expect_rejected(encode(n), Tag::kCommand, "markers[0] = 5 is outside sequence 0");
+  n.batch.picks[0] = 5;  // outside its 5-token sequence
+  expect_rejected(encode(n), Tag::kCommand, "picks[0] = 5 is outside sequence 0");
   RunBatch q{1, sample_batch()};
   q.batch.qtype[1] = 3;
   expect_rejected(encode(q), Tag::kCommand, "qtype[1] = 3");
   RunBatch c{1, sample_batch()};
-  c.batch.mcu.pop_back();
-  expect_rejected(encode(c), Tag::kCommand, "mcu has 3 entries, expected 4");
+  c.batch.pcu.pop_back();
+  expect_rejected(encode(c), Tag::kCommand, "pcu has 3 entries, expected 4");
 }
 
 TEST(Protocol, ActPairsBeyondTheFrame) {

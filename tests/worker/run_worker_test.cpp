@@ -24,7 +24,7 @@ class FakeRunner final : public BatchRunner {
     RunOutput out;
     out.bucket = {64, 16, 64};
     for (uint32_t s = 0; s < b.seqs(); ++s) {
-      for (uint32_t m = b.mcu[s]; m < b.mcu[s + 1]; ++m) out.logits.push_back(0.5f * float(b.ids[b.cu[s] + b.markers[m]]));
+      for (uint32_t m = b.pcu[s]; m < b.pcu[s + 1]; ++m) out.logits.push_back(0.5f * float(b.ids[b.cu[s] + b.picks[m]]));
       out.act.push_back({float(b.seq_len(s)), float(b.qtype[s])});
     }
     return out;

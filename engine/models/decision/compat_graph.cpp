@@ -109,8 +109,8 @@ class Builder {
 
   // LN → Linear(d, d) + GELU → Linear(d, 1) on each marker's row.
   Val scorer(Val h) {
-    const Val m = val(Rows::kMarkers, d_, "scorer.markers");
-    g_.add_op(ir::GatherMarkers{h, m});
+    const Val m = val(Rows::kPicks, d_, "scorer.markers");
+    g_.add_op(ir::PickRows{h, m});
     const Val x = layer_norm(m, "scorer.0", true, kHeadNormEps, "scorer.norm");
     const Val y = gemm(x, "scorer.1.weight", weight("scorer.1.bias", {d_}), d_, Epilogue::kGelu, "scorer.hidden");
     return gemm(y, "scorer.3.weight", weight("scorer.3.bias", {1}), 1, Epilogue::kNone, "logits");

@@ -105,16 +105,16 @@ ir::Graph block_graph(const DrafterSetup& setup, const std::vector<LayerShape>& 
       qwen3::add_layer(g, shapes[l], w, x, cache, cfg.causal, tag);
     }
   }
-  const ir::Val rows = g.add_val(ir::Rows::kMarkers, h, "draft_rows");
-  g.add_op(ir::GatherMarkers{x, rows});
-  const ir::Val normed = g.add_val(ir::Rows::kMarkers, h, "final_norm");
+  const ir::Val rows = g.add_val(ir::Rows::kPicks, h, "draft_rows");
+  g.add_op(ir::PickRows{x, rows});
+  const ir::Val normed = g.add_val(ir::Rows::kPicks, h, "final_norm");
   g.add_op(ir::RmsNorm{rows, g.add_weight({"norm.weight"}, {h}), cfg.layers.rms_norm_eps, normed});
-  const ir::Val logits = g.add_val(ir::Rows::kMarkers, vocab, "logits");
+  const ir::Val logits = g.add_val(ir::Rows::kPicks, vocab, "logits");
   g.add_op(ir::Gemm{normed, g.add_weight({qwen3::head_name(setup.target, kTargetPrefix)}, {vocab, h}), std::nullopt,
                     ir::Epilogue::kNone, logits});
   g.add_output("logits", logits);
   if (cfg.version == 2) {
-    const ir::Val sel = g.add_val(ir::Rows::kMarkers, cfg.selector_rank, "selector");
+    const ir::Val sel = g.add_val(ir::Rows::kPicks, cfg.selector_rank, "selector");
     g.add_op(ir::Gemm{normed, g.add_weight({setup.hidden_projection}, {cfg.selector_rank, h}), std::nullopt,
                       ir::Epilogue::kNone, sel});
     g.add_output("selector", sel);

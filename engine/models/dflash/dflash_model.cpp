@@ -34,7 +34,7 @@ Status check_codebook(const TensorView& t, const DrafterSetup& setup, std::strin
 }  // namespace
 
 Drafter::Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,
-                 qwen3::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options)
+                 decode::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options)
     : setup_(std::move(setup)),
       graphs_(std::move(graphs)),
       weights_(std::move(weights)),
@@ -82,8 +82,8 @@ Result<std::unique_ptr<Drafter>> Drafter::create(ir::Backend& backend, std::shar
   const ir::Graph* list[] = {&graphs->settle, &graphs->block};
   auto weights = backend.upload(combined, list);
   if (!weights.ok()) return std::move(weights).error().context(origin);
-  TANDEM_ASSIGN(qwen3::CacheSlots context,
-                qwen3::CacheSlots::create(backend, graphs->block, options.slots, options.capacity));
+  TANDEM_ASSIGN(decode::CacheSlots context,
+                decode::CacheSlots::create(backend, graphs->block, options.slots, options.capacity));
   auto d = std::unique_ptr<Drafter>(new Drafter(backend, std::move(setup), std::move(graphs).value(),
                                                 std::move(weights).value(), std::move(context), std::move(own),
                                                 options));
@@ -92,13 +92,13 @@ Result<std::unique_ptr<Drafter>> Drafter::create(ir::Backend& backend, std::shar
 }
 
 Status Drafter::settle(std::span<const SettleRows> rows) {
-  std::vector<qwen3::SeqRows> seqs(rows.size());
+  std::vector<decode::SeqRows> seqs(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i].taps.size() % tap_width() != 0) {
       return Error::make(ErrorKind::kInvalidArgument, "settle of slot {}: {} tap values are not rows of {}",
                          rows[i].slot, rows[i].taps.size(), tap_width());
     }
-    seqs[i] = qwen3::SeqRows{rows[i].slot, {}, rows[i].taps, {}, true};
+    seqs[i] = decode::SeqRows{rows[i].slot, {}, rows[i].taps, {}, true, {}};
   }
   return settle_runner_.run(seqs, context_, outputs_);
 }
@@ -108,9 +108,9 @@ Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vect
     return Error::make(ErrorKind::kInvalidArgument, "block size {} leaves no row to draft (at least 2)", block);
   }
   ids_.resize(rows.size());
-  markers_.resize(block - 1);
-  for (uint32_t r = 1; r < block; ++r) markers_[r - 1] = r;
-  std::vector<qwen3::SeqRows> seqs(rows.size());
+  picks_.resize(block - 1);
+  for (uint32_t r = 1; r < block; ++r) picks_[r - 1] = r;
+  std::vector<decode::SeqRows> seqs(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i].anchor >= setup_.target.vocab_size) {
       return Error::make(ErrorKind::kInvalidArgument, "block of slot {}: anchor {} is outside the vocabulary of {}",
@@ -120,7 +120,7 @@ Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vect
     ids_[i][0] = rows[i].anchor;
     // The block's K/V land at positions past the context and are never committed: the next settle
     // overwrites them (dflash.md §1.7).
-    seqs[i] = qwen3::SeqRows{rows[i].slot, ids_[i], {}, markers_, false};
+    seqs[i] = decode::SeqRows{rows[i].slot, ids_[i], {}, picks_, false, {}};
   }
   TANDEM_TRY(block_runner_.run(seqs, context_, outputs_));
   out.resize(rows.size());
@@ -137,7 +137,7 @@ Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vect
       logits.width = setup_.draft_vocab;
     }
     out[i].logits = std::move(logits);
-    out[i].selector = version() == 2 ? std::move(outputs_[i][1]) : ir::Tensor2{0, 0, {}};
+    out[i].selector = version() == 2 ? std::move(outputs_[i][1]) : ir::Tensor2{};
   }
   return {};
 }

@@ -13,7 +13,7 @@
 
 #include "engine/io/hf_config.h"
 #include "engine/ir/backend.h"
-#include "engine/models/qwen3/seq_runner.h"
+#include "engine/decode/seq_runner.h"
 
 namespace tandem::models::dflash {
 
@@ -110,24 +110,24 @@ class Drafter {
   Status settle(std::span<const SettleRows> rows);
   // One block per request (`block` rows, 2 <= block <= capacity left); the context is left as it was.
   Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out);
-  qwen3::CacheSlots& context() { return context_; }
-  const qwen3::CacheSlots& context() const { return context_; }
+  decode::CacheSlots& context() { return context_; }
+  const decode::CacheSlots& context() const { return context_; }
 
  private:
   Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,
-          qwen3::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options);
+          decode::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options);
 
   DrafterSetup setup_;
   DrafterGraphs graphs_;
   std::unique_ptr<ir::Weights> weights_;
-  qwen3::CacheSlots context_;
+  decode::CacheSlots context_;
   std::shared_ptr<const WeightSource> own_;
   std::optional<Codebooks> codebooks_;
-  qwen3::SeqRunner settle_runner_;
-  qwen3::SeqRunner block_runner_;
-  std::vector<qwen3::SeqOutputs> outputs_;
+  decode::SeqRunner settle_runner_;
+  decode::SeqRunner block_runner_;
+  std::vector<decode::SeqOutputs> outputs_;
   std::vector<std::vector<uint32_t>> ids_;
-  std::vector<uint32_t> markers_;
+  std::vector<uint32_t> picks_;
 };
 
 }  // namespace tandem::models::dflash

@@ -32,7 +32,7 @@ std::string head_name(const io::Qwen3Config& cfg, const std::string& prefix) {
 }
 
 Result<ir::Graph> build_target_graph(const io::Qwen3Config& cfg, std::span<const uint32_t> tap_layers,
-                                     const std::string& prefix) {
+                                     bool host_logits, const std::string& prefix) {
   for (size_t i = 0; i < tap_layers.size(); ++i) {
     if (tap_layers[i] >= cfg.num_hidden_layers) {
       return Error::make(ErrorKind::kInvalidArgument, "tap layer {} (entry {}) is beyond the target's {} layers",
@@ -55,15 +55,18 @@ Result<ir::Graph> build_target_graph(const io::Qwen3Config& cfg, std::span<const
       if (tap_layers[i] == l) g.add_op(ir::Tap{x, *taps, static_cast<uint32_t>(i) * h});
     }
   }
-  const ir::Val last = g.add_val(ir::Rows::kMarkers, h, "last");
-  g.add_op(ir::GatherMarkers{x, last});
-  const ir::Val normed = g.add_val(ir::Rows::kMarkers, h, "final_norm");
+  const ir::Val last = g.add_val(ir::Rows::kPicks, h, "last");
+  g.add_op(ir::PickRows{x, last});
+  const ir::Val normed = g.add_val(ir::Rows::kPicks, h, "final_norm");
   g.add_op(ir::RmsNorm{last, g.add_weight({prefix + "model.norm.weight"}, {h}), cfg.rms_norm_eps, normed});
-  const ir::Val logits = g.add_val(ir::Rows::kMarkers, cfg.vocab_size, "logits");
+  const ir::Val logits = g.add_val(ir::Rows::kPicks, cfg.vocab_size, "logits");
   g.add_op(ir::Gemm{normed, g.add_weight({head_name(cfg, prefix)}, {cfg.vocab_size, h}), std::nullopt,
                     ir::Epilogue::kNone, logits});
-  g.add_output("logits", logits);
-  if (taps) g.add_output("taps", *taps);
+  const ir::Val ids = g.add_val(ir::Rows::kPicks, 1, "ids", ir::Elem::kU32);
+  g.add_op(ir::Sample{logits, cfg.vocab_size, ids});
+  g.add_output("ids", ids);  // kIdsOutput
+  g.add_output("logits", logits, host_logits ? ir::Placement::kHost : ir::Placement::kDevice);
+  if (taps) g.add_output("taps", *taps, ir::Placement::kDevice);
   TANDEM_TRY(ir::validate(g));
   return g;
 }

@@ -7,8 +7,9 @@
 namespace tandem::models::qwen3 {
 
 Target::Target(ir::Backend& backend, io::Qwen3Config cfg, TargetOptions options, ir::Graph graph,
-               std::unique_ptr<ir::Weights> weights, CacheSlots cache)
-    : cfg_(std::move(cfg)),
+               std::unique_ptr<ir::Weights> weights, decode::CacheSlots cache)
+    : backend_(backend),
+      cfg_(std::move(cfg)),
       options_(std::move(options)),
       tap_width_(static_cast<uint32_t>(options_.tap_layers.size()) * cfg_.hidden_size),
       graph_(std::move(graph)),
@@ -29,23 +30,23 @@ Result<std::unique_ptr<Target>> Target::create(ir::Backend& backend, const Weigh
   if (options.buckets->stage(kTargetStage).empty()) {
     return Error::make(ErrorKind::kInvalidArgument, "the bucket table has no '{}' stage", kTargetStage);
   }
-  auto graph = build_target_graph(cfg, options.tap_layers);
+  auto graph = build_target_graph(cfg, options.tap_layers, options.host_logits);
   if (!graph.ok()) return std::move(graph).error().context(origin);
   TANDEM_TRY(check_weights(source, *graph, origin));
   const ir::Graph* graphs[] = {&graph.value()};
   auto weights = backend.upload(source, graphs);
   if (!weights.ok()) return std::move(weights).error().context(origin);
-  TANDEM_ASSIGN(CacheSlots cache, CacheSlots::create(backend, *graph, options.slots, options.capacity));
+  TANDEM_ASSIGN(decode::CacheSlots cache, decode::CacheSlots::create(backend, *graph, options.slots, options.capacity));
   return std::unique_ptr<Target>(new Target(backend, std::move(cfg), std::move(options), std::move(graph).value(),
                                             std::move(weights).value(), std::move(cache)));
 }
 
-Status Target::forward(std::span<const TargetRows> rows, std::vector<TargetOut>& out) {
-  markers_.resize(rows.size());
-  std::vector<SeqRows> seqs(rows.size());
+Status Target::forward(std::span<const TargetRows> rows, std::vector<TargetOut>& out, const TapSink& taps) {
+  picks_.resize(rows.size());
+  std::vector<decode::SeqRows> seqs(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const uint32_t n = static_cast<uint32_t>(rows[i].ids.size());
-    std::vector<uint32_t>& m = markers_[i];
+    std::vector<uint32_t>& m = picks_[i];
     m.clear();
     switch (rows[i].logits) {
       case LogitRows::kNone: break;
@@ -56,14 +57,34 @@ Status Target::forward(std::span<const TargetRows> rows, std::vector<TargetOut>&
         for (uint32_t r = 0; r < n; ++r) m.push_back(r);
         break;
     }
-    seqs[i] = SeqRows{rows[i].slot, rows[i].ids, {}, m, true};
+    seqs[i] = decode::SeqRows{rows[i].slot, rows[i].ids, {}, m, true, rows[i].sampling};
   }
-  TANDEM_TRY(runner_.run(seqs, cache_, outputs_));
+  decode::ChunkSink sink;
+  if (taps && tap_width_ > 0) {
+    sink = [&](const decode::DeviceChunk& c) { return taps(c.seq, c.first, c.outputs[kTapsOutput]); };
+  }
+  TANDEM_TRY(runner_.run(seqs, cache_, outputs_, sink));
   out.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    out[i].logits = std::move(outputs_[i][0]);
-    out[i].taps = tap_width_ > 0 ? std::move(outputs_[i][1]) : ir::Tensor2{0, 0, {}};
+    out[i].ids = std::move(outputs_[i][kIdsOutput]);
+    out[i].logits = options_.host_logits ? std::move(outputs_[i][kLogitsOutput]) : ir::Tensor2{};
+    out[i].taps = ir::Tensor2{};
   }
+  return {};
+}
+
+Status Target::forward_fetching_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out) {
+  std::vector<ir::Tensor2> taps(rows.size());
+  for (ir::Tensor2& t : taps) t.width = tap_width_;
+  ir::Tensor2 chunk;
+  const TapSink keep = [&](size_t seq, uint32_t, const ir::DeviceRows& device) -> Status {
+    TANDEM_TRY(backend_.fetch(device, 0, device.rows, chunk));
+    taps[seq].rows += chunk.rows;
+    taps[seq].data.insert(taps[seq].data.end(), chunk.data.begin(), chunk.data.end());
+    return {};
+  };
+  TANDEM_TRY(forward(rows, out, keep));
+  for (size_t i = 0; i < rows.size(); ++i) out[i].taps = std::move(taps[i]);
   return {};
 }
 

@@ -1,9 +1,11 @@
 // The Qwen3 target (dflash.md §1.6, architecture.md "A speculative round"): an HF Qwen3 checkpoint as an
 // IR graph with a KV cache per layer, run over rows of several sequences at their own positions (prefill,
-// batched verify), returning logits of chosen rows and the tap rows (residual stream after chosen layers).
+// batched verify). The token of each chosen row is picked on the device (Sample); its logits and the tap
+// rows (residual stream after chosen layers) stay on the device unless asked for.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -11,20 +13,24 @@
 
 #include "engine/io/hf_config.h"
 #include "engine/ir/backend.h"
-#include "engine/models/qwen3/seq_runner.h"
+#include "engine/decode/seq_runner.h"
 
 namespace tandem::models::qwen3 {
 
 inline constexpr const char* kTargetStage = "target";
+// The target graph's outputs, in order (build_target_graph).
+inline constexpr size_t kIdsOutput = 0, kLogitsOutput = 1, kTapsOutput = 2;
 
 // Checks what the graph relies on (nonzero sizes, GQA grouping, even head_dim).
 Status check_config(const io::Qwen3Config& cfg, std::string_view origin);
 
-// The decoder as a graph. Outputs "logits" (marker rows: final norm, LM head) and, with tap layers,
-// "taps" (token rows: the residual stream after each listed layer, joined in list order, n_t · hidden
-// wide). `prefix` is where the tensors sit in the weight source ("" for a checkpoint of its own).
+// The decoder as a graph. Outputs "ids" (pick rows, u32 on the host: the Sample of each row's logits),
+// "logits" (pick rows: final norm, LM head; on the device, or the host with host_logits) and, with tap
+// layers, "taps" (token rows on the device: the residual stream after each listed layer, joined in list
+// order, n_t · hidden wide). `prefix` is where the tensors sit in the weight source ("" for a checkpoint
+// of its own).
 Result<ir::Graph> build_target_graph(const io::Qwen3Config& cfg, std::span<const uint32_t> tap_layers,
-                                     const std::string& prefix = "");
+                                     bool host_logits = false, const std::string& prefix = "");
 std::string embed_name(const std::string& prefix = "");
 // lm_head.weight, or the embedding when the config ties them.
 std::string head_name(const io::Qwen3Config& cfg, const std::string& prefix = "");
@@ -34,6 +40,7 @@ struct TargetOptions {
   uint32_t slots = 1;
   uint32_t capacity = 0;                     // positions per slot (prompt + generated + one block)
   const ir::BucketTable* buckets = nullptr;  // nullptr: the embedded table; stage "target"
+  bool host_logits = false;                  // copy every logits row to the host (tests, rejection sampling)
 };
 
 enum class LogitRows : uint8_t { kNone, kLast, kAll };
@@ -43,12 +50,18 @@ struct TargetRows {
   uint32_t slot = 0;
   std::span<const uint32_t> ids;
   LogitRows logits = LogitRows::kLast;
+  ir::SamplingParams sampling;  // picks each chosen row's token (greedy by default)
 };
 
 struct TargetOut {
-  ir::Tensor2 logits;  // the chosen rows × vocab
-  ir::Tensor2 taps;    // every row × tap width (0 rows without tap layers)
+  ir::Tensor2 ids;     // the chosen rows × 1: ir::sample_token of each row, for the position after it
+  ir::Tensor2 logits;  // the chosen rows × vocab with host_logits; else empty
+  ir::Tensor2 taps;    // every row × tap width, from forward_fetching_taps only; else empty
 };
+
+// A sequence's tap rows of one run, [first, first + count) of its rows (device rows, valid during the
+// call): the prompt's arrive in chunks as each chunk's run finishes.
+using TapSink = std::function<Status(size_t seq, uint32_t first, const ir::DeviceRows& taps)>;
 
 class Target {
  public:
@@ -64,27 +77,34 @@ class Target {
   const io::Qwen3Config& config() const { return cfg_; }
   uint32_t vocab() const { return cfg_.vocab_size; }
   uint32_t tap_width() const { return tap_width_; }
+  bool host_logits() const { return options_.host_logits; }
   const std::vector<uint32_t>& tap_layers() const { return options_.tap_layers; }
 
-  // Runs every sequence's rows, appending their K/V; `out` gets one entry per sequence. Rows that must
-  // not stay (rejected drafts) are dropped afterwards with cache().crop().
-  Status forward(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
-  CacheSlots& cache() { return cache_; }
-  const CacheSlots& cache() const { return cache_; }
+  // Runs every sequence's rows, appending their K/V; `out` gets one entry per sequence, `taps` (when
+  // the target has tap layers and it is set) every run's tap rows. Rows that must not stay (rejected
+  // drafts) are dropped afterwards with cache().crop().
+  Status forward(std::span<const TargetRows> rows, std::vector<TargetOut>& out, const TapSink& taps = {});
+  // forward() with every tap row copied to the host into out[i].taps (explicitly: the host loop of a
+  // CPU drafter, tests and tools; a device drafter takes the rows through a TapSink instead).
+  Status forward_fetching_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
+  ir::Backend& backend() { return backend_; }
+  decode::CacheSlots& cache() { return cache_; }
+  const decode::CacheSlots& cache() const { return cache_; }
 
  private:
   Target(ir::Backend& backend, io::Qwen3Config cfg, TargetOptions options, ir::Graph graph,
-         std::unique_ptr<ir::Weights> weights, CacheSlots cache);
+         std::unique_ptr<ir::Weights> weights, decode::CacheSlots cache);
 
+  ir::Backend& backend_;
   io::Qwen3Config cfg_;
   TargetOptions options_;
   uint32_t tap_width_ = 0;
   ir::Graph graph_;
   std::unique_ptr<ir::Weights> weights_;
-  CacheSlots cache_;
-  SeqRunner runner_;
-  std::vector<SeqOutputs> outputs_;
-  std::vector<std::vector<uint32_t>> markers_;
+  decode::CacheSlots cache_;
+  decode::SeqRunner runner_;
+  std::vector<decode::SeqOutputs> outputs_;
+  std::vector<std::vector<uint32_t>> picks_;
 };
 
 }  // namespace tandem::models::qwen3

@@ -110,9 +110,9 @@ struct Chain {
     g.add_op(ir::Gemm{gl, oc.weight("wd", {d, 40}, random_values(40 * d, 7, 0.2f)), std::nullopt,
                       ir::Epilogue::kAccumulate, h});
     g.add_op(ir::AddType{h, oc.weight("types", {3, d}, random_values(3 * d, 8))});
-    const ir::Val m = g.add_val(ir::Rows::kMarkers, d, "m");
-    g.add_op(ir::GatherMarkers{h, m});
-    const ir::Val logits = g.add_val(ir::Rows::kMarkers, 1, "logits");
+    const ir::Val m = g.add_val(ir::Rows::kPicks, d, "m");
+    g.add_op(ir::PickRows{h, m});
+    const ir::Val logits = g.add_val(ir::Rows::kPicks, 1, "logits");
     g.add_op(ir::Gemm{m, oc.weight("ws", {1, d}, random_values(d, 9)), std::nullopt, ir::Epilogue::kGelu, logits});
     const ir::Val f = g.add_val(ir::Rows::kSeqs, d + 4, "f");
     g.add_op(ir::ActFeatures{h, logits, f});

@@ -107,7 +107,7 @@ class Runner {
   ir::Outputs run(const ir::Batch& batch) {
     ir::Outputs out;
     if (!weights_) return out;
-    const ir::Bucket bucket{batch.tokens() + 3, batch.seqs() + 1, batch.num_markers() + 2};
+    const ir::Bucket bucket{batch.tokens() + 3, batch.seqs() + 1, batch.num_picks() + 2};
     auto plan = backend_->lower(*weights_, graph_, bucket);
     EXPECT_TRUE(plan.ok()) << (plan.ok() ? "" : plan.error().message());
     if (!plan.ok()) return out;

@@ -1,4 +1,4 @@
-// GatherMarkers and ActFeatures on the CPU backend against scorer.md §2 written out in f64: sequences
+// PickRows and ActFeatures on the CPU backend against scorer.md §2 written out in f64: sequences
 // with 0, 1, tied and several markers, and an empty sequence.
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@ struct Question {
   std::vector<uint32_t> markers;
 };
 
-TEST(CpuScorerOps, GatherMarkersAndActFeatures) {
+TEST(CpuScorerOps, PickRowsAndActFeatures) {
   const std::vector<Question> qs = {{5, {1, 3}}, {0, {}}, {4, {}}, {1, {0}}, {8, {2, 4, 5, 6, 7}}, {3, {0, 2}}};
   OpCase oc;
   for (const Question& q : qs) oc.add_sequence(q.len, q.markers);
@@ -24,11 +24,11 @@ TEST(CpuScorerOps, GatherMarkersAndActFeatures) {
   std::vector<float> scores = random_values(t, 2, 3.0f);
   scores[oc.batch.cu[5] + 0] = scores[oc.batch.cu[5] + 2] = 0.75f;  // the last question's two logits tie
   const ir::Val hv = oc.input("h", d, h), sv = oc.input("scores", 1, scores);
-  const ir::Val gathered = oc.graph.add_val(ir::Rows::kMarkers, d, "gathered");
-  const ir::Val logits = oc.graph.add_val(ir::Rows::kMarkers, 1, "logits");
+  const ir::Val gathered = oc.graph.add_val(ir::Rows::kPicks, d, "gathered");
+  const ir::Val logits = oc.graph.add_val(ir::Rows::kPicks, 1, "logits");
   const ir::Val feats = oc.graph.add_val(ir::Rows::kSeqs, d + 4, "features");
-  oc.graph.add_op(ir::GatherMarkers{hv, gathered});
-  oc.graph.add_op(ir::GatherMarkers{sv, logits});
+  oc.graph.add_op(ir::PickRows{hv, gathered});
+  oc.graph.add_op(ir::PickRows{sv, logits});
   oc.graph.add_op(ir::ActFeatures{hv, logits, feats});
   oc.graph.add_output("gathered", gathered);
   oc.graph.add_output("features", feats);

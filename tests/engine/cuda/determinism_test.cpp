@@ -27,7 +27,7 @@ bool same_bits(const Answer& a, const Answer& b) {
 std::vector<Answer> answers(const ir::Batch& batch, const Runner& r) {
   std::vector<Answer> out(batch.seqs());
   for (uint32_t s = 0; s < batch.seqs(); ++s) {
-    out[s].logits.assign(r.logits().begin() + batch.mcu[s], r.logits().begin() + batch.mcu[s + 1]);
+    out[s].logits.assign(r.logits().begin() + batch.pcu[s], r.logits().begin() + batch.pcu[s + 1]);
     out[s].act[0] = r.act()[2 * s];
     out[s].act[1] = r.act()[2 * s + 1];
   }
@@ -38,7 +38,7 @@ ir::Batch batch_of(const std::vector<ir::Batch>& questions, const std::vector<si
   ir::Batch b;
   for (size_t q : order) {
     const ir::Batch& one = questions[q];
-    std::vector<uint32_t> ids(one.ids.begin(), one.ids.end()), marks(one.markers.begin(), one.markers.end());
+    std::vector<uint32_t> ids(one.ids.begin(), one.ids.end()), marks(one.picks.begin(), one.picks.end());
     b.add_sequence(ids, marks, one.qtype[0]);
   }
   return b;

@@ -54,7 +54,7 @@ void check(ir::Precision precision) {
     for (size_t s = 0; s < seqs.size(); ++s, ++questions) {
       const auto want = seqs[s].at("logits").get<std::vector<double>>();
       const auto want_act = seqs[s].at("act").get<std::vector<double>>();
-      const uint32_t m0 = batch.mcu[s], k = batch.mcu[s + 1] - m0;
+      const uint32_t m0 = batch.pcu[s], k = batch.pcu[s + 1] - m0;
       ASSERT_EQ(want.size(), k);
       std::vector<double> got((*runner)->logits().begin() + m0, (*runner)->logits().begin() + m0 + k);
       const std::string where = "batch " + std::to_string(bi) + " sequence " + std::to_string(s);

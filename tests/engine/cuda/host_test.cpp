@@ -4,6 +4,8 @@
 // compat graph; the GEMM row tiers; the GEMM choice cache's file.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <fstream>
 #include <sstream>
 #include <variant>
@@ -39,7 +41,8 @@ TEST(CudaHost, IndexBufferHoldsTheBatchTablesAndAnchoredTiles) {
   EXPECT_EQ(l.ids, kernels::kHeaderWords);
   EXPECT_EQ(l.spans % 4, 0u) << "spans are read as 16-byte vectors";
   EXPECT_GE(l.spans, l.tiles + l.tiles_max);
-  EXPECT_EQ(l.words, l.spans + 4 * l.tiles_max);
+  EXPECT_EQ(l.start, l.spans + 4 * l.tiles_max);
+  EXPECT_EQ(l.words, l.caches) << "a bucket without caches lists none";
   std::vector<uint32_t> w(l.words, 0xffffffffu);
   fill_index(l, b, w.data());
   EXPECT_EQ(w[0], 73u);
@@ -60,14 +63,58 @@ TEST(CudaHost, IndexBufferHoldsTheBatchTablesAndAnchoredTiles) {
   EXPECT_EQ(w[l.ids + 71], 8u);
   const std::vector<uint32_t> cu(w.begin() + static_cast<long>(l.cu), w.begin() + static_cast<long>(l.cu + 4));
   EXPECT_EQ(cu, (std::vector<uint32_t>{0, 70, 70, 73}));
-  const std::vector<uint32_t> mcu(w.begin() + static_cast<long>(l.mcu), w.begin() + static_cast<long>(l.mcu + 4));
-  EXPECT_EQ(mcu, (std::vector<uint32_t>{0, 2, 2, 3}));
-  EXPECT_EQ(w[l.mrow], 0u);
-  EXPECT_EQ(w[l.mrow + 1], 65u);
-  EXPECT_EQ(w[l.mrow + 2], 71u);
+  const std::vector<uint32_t> pcu(w.begin() + static_cast<long>(l.pcu), w.begin() + static_cast<long>(l.pcu + 4));
+  EXPECT_EQ(pcu, (std::vector<uint32_t>{0, 2, 2, 3}));
+  EXPECT_EQ(w[l.prow], 0u);
+  EXPECT_EQ(w[l.prow + 1], 65u);
+  EXPECT_EQ(w[l.prow + 2], 71u);
   EXPECT_EQ(w[l.qtype + 0], 2u);
   EXPECT_EQ(w[l.qtype + 2], 1u);
   EXPECT_EQ(w[l.ids + 73], 0xffffffffu) << "words past the batch are left alone";
+  // Decoder tables: a scorer batch starts every sequence at 0 in the slot of its index, greedy.
+  EXPECT_EQ(w[kernels::kHeaderCapacity], 0u);
+  EXPECT_EQ(w[kernels::kHeaderQTiles], 6u) << "rows 0, 16, 32, 48, 64 of sequence 0 and row 70";
+  EXPECT_EQ(w[l.qtiles + 4], 64u);
+  EXPECT_EQ(w[l.qtiles + 5], 70u);
+  EXPECT_EQ(w[l.slot + 2], 2u);
+  EXPECT_EQ(w[l.start + 2], 0u);
+  EXPECT_EQ(w[l.sampling + 4], 0u) << "temperature 0";
+}
+
+TEST(CudaHost, DecoderBatchesListStartsSlotsSamplingAndTheBoundCaches) {
+  ir::Batch b;
+  b.add_sequence({1, 2, 3}, {2}, 0);
+  b.add_sequence(std::vector<uint32_t>(18, 4), {0, 17}, 0);
+  b.start = {40, 7};
+  b.slot = {5, 1};
+  b.sampling = {ir::SamplingParams{0.5f, 0.9f, 0x123456789abcdefull}, ir::SamplingParams{}};
+  const IndexLayout l = IndexLayout::for_bucket(ir::Bucket{32, 2, 4}, 3);
+  EXPECT_EQ(l.caches % 2, 0u) << "cache addresses are 8-byte words";
+  EXPECT_EQ(l.words, l.caches + 4 * 3);
+  const kernels::CacheTable table[3] = {{0x1000, 0x2000}, {0x3000, 0x4000}, {0x5000, 0x6000}};
+  std::vector<uint32_t> w(l.words, 0xffffffffu);
+  fill_index(l, b, w.data(), BoundCaches{table, 96});
+  EXPECT_EQ(w[kernels::kHeaderCapacity], 96u);
+  EXPECT_EQ(w[kernels::kHeaderQTiles], 3u) << "row 0 of sequence 0; rows 3 and 19 of sequence 1";
+  EXPECT_EQ(w[l.qtiles + 1], 3u);
+  EXPECT_EQ(w[l.qtiles + 2], 19u);
+  EXPECT_EQ(w[l.start], 40u);
+  EXPECT_EQ(w[l.start + 1], 7u);
+  EXPECT_EQ(w[l.slot], 5u);
+  EXPECT_EQ(w[l.pos + 2], 42u);
+  EXPECT_EQ(w[l.pos + 3], 7u);
+  float t = 0.0f, p = 0.0f;
+  std::memcpy(&t, &w[l.sampling], 4);
+  std::memcpy(&p, &w[l.sampling + 1], 4);
+  EXPECT_EQ(t, 0.5f);
+  EXPECT_EQ(p, 0.9f);
+  EXPECT_EQ(w[l.sampling + 2], 0x89abcdefu);
+  EXPECT_EQ(w[l.sampling + 3], 0x01234567u);
+  EXPECT_EQ(w[l.sampling + 4], 0u);
+  kernels::CacheTable got[3];
+  std::memcpy(got, &w[l.caches], sizeof(got));
+  EXPECT_EQ(got[2].k, 0x5000u);
+  EXPECT_EQ(got[1].v, 0x4000u);
 }
 
 TEST(CudaHost, GemmRowTiersCoverTheBucketInEighths) {

@@ -33,7 +33,7 @@ class KernelsTest : public ::testing::Test {
     switch (r) {
       case ir::Rows::kTokens: return batch().tokens();
       case ir::Rows::kSeqs: return batch().seqs();
-      case ir::Rows::kMarkers: return batch().num_markers();
+      case ir::Rows::kPicks: return batch().num_picks();
     }
     return 0;
   }
@@ -72,7 +72,7 @@ TEST_F(KernelsTest, LayerNormEveryVariantWidthAndRowKind) {
   for (Dt in : kTypes) {
     for (Dt out_type : kTypes) {
       for (uint32_t d : {1u, 37u, 128u, 1024u}) {
-        for (ir::Rows rows : {ir::Rows::kTokens, ir::Rows::kMarkers}) {
+        for (ir::Rows rows : {ir::Rows::kTokens, ir::Rows::kPicks}) {
           for (bool bias : {false, true}) {
             const uint32_t n = kBucket.rows(rows);
             const std::vector<float> x = as_input(random_floats(size_t{n} * d, rng_, 3.0f), in);
@@ -150,7 +150,7 @@ TEST_F(KernelsTest, CastRoundsToNearestEvenLikeTheHost) {
   std::copy(std::begin(specials), std::end(specials), x.begin());
   DeviceBuffer xd = to_device(x);
   DeviceBuffer yd = to_device(std::vector<uint16_t>(x.size(), 0x7e7e));
-  run_step(cast_step(ctx(), make_loc(xd, ir::Rows::kTokens, d, Dt::kF32, "x"), yd.data()));
+  run_step(cast_step(ctx(), make_loc(xd, ir::Rows::kTokens, d, Dt::kF32, "x"), yd.data(), Dt::kF16));
   const std::vector<uint16_t> got = to_host<uint16_t>(yd, x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const uint16_t want = i < size_t{batch().tokens()} * d ? float_to_half(x[i]) : uint16_t{0x7e7e};
@@ -403,25 +403,25 @@ TEST_F(KernelsTest, AddTypeAddsEachSequencesTypeRow) {
   expect_rows(to_host<float>(hd, h.size()), want, batch().tokens(), d, 0.0, "add_type");
 }
 
-TEST_F(KernelsTest, GatherMarkersEveryVariant) {
+TEST_F(KernelsTest, PickRowsEveryVariant) {
   const uint32_t d = 72;
   for (Dt in : kTypes) {
     for (Dt out : kTypes) {
       const std::vector<float> h = as_input(random_floats(size_t{kBucket.tokens} * d, rng_), in);
-      DeviceBuffer hd = input_buffer(h, in), yd = sentinel_buffer(kBucket.markers, d, out);
-      run_step(gather_step(ctx(), make_loc(hd, ir::Rows::kTokens, d, in, "h"),
-                           make_loc(yd, ir::Rows::kMarkers, d, out, "m")));
+      DeviceBuffer hd = input_buffer(h, in), yd = sentinel_buffer(kBucket.picks, d, out);
+      run_step(pick_rows_step(ctx(), make_loc(hd, ir::Rows::kTokens, d, in, "h"),
+                           make_loc(yd, ir::Rows::kPicks, d, out, "m")));
       std::vector<double> want;
       for (uint32_t s = 0; s < batch().seqs(); ++s) {
-        for (uint32_t m = batch().mcu[s]; m < batch().mcu[s + 1]; ++m) {
+        for (uint32_t m = batch().pcu[s]; m < batch().pcu[s + 1]; ++m) {
           for (uint32_t c = 0; c < d; ++c) {
-            const float v = h[size_t{batch().cu[s] + batch().markers[m]} * d + c];
+            const float v = h[size_t{batch().cu[s] + batch().picks[m]} * d + c];
             want.push_back(out == Dt::kF16 ? half_to_float(float_to_half(v)) : v);
           }
         }
       }
-      expect_rows(read_floats(yd, size_t{kBucket.markers} * d, out), want, batch().num_markers(), d, 0.0,
-                  variant("gather_markers", in, out));
+      expect_rows(read_floats(yd, size_t{kBucket.picks} * d, out), want, batch().num_picks(), d, 0.0,
+                  variant("pick_rows", in, out));
     }
   }
 }
@@ -429,17 +429,17 @@ TEST_F(KernelsTest, GatherMarkersEveryVariant) {
 TEST_F(KernelsTest, ActFeaturesMatchTheReferenceIncludingTiesAndEmptySequences) {
   const uint32_t d = 40;
   std::vector<float> h = random_floats(size_t{kBucket.tokens} * d, rng_);
-  std::vector<float> logits = random_floats(kBucket.markers, rng_, 2.0f);
+  std::vector<float> logits = random_floats(kBucket.picks, rng_, 2.0f);
   logits[1] = logits[0];  // a tie at the top of sequence 0 (3 markers)
   DeviceBuffer hd = to_device(h), ld = to_device(logits), od = sentinel_buffer(kBucket.seqs, d + 4, Dt::kF32);
   run_step(act_features_step(ctx(), make_loc(hd, ir::Rows::kTokens, d, Dt::kF32, "h"),
-                             make_loc(ld, ir::Rows::kMarkers, 1, Dt::kF32, "logits"),
+                             make_loc(ld, ir::Rows::kPicks, 1, Dt::kF32, "logits"),
                              make_loc(od, ir::Rows::kSeqs, d + 4, Dt::kF32, "feat")));
   std::vector<double> want;
   for (uint32_t s = 0; s < batch().seqs(); ++s) {
     const uint32_t lo = batch().cu[s], hi = batch().cu[s + 1];
     for (uint32_t c = 0; c < d; ++c) want.push_back(lo < hi ? h[size_t{lo} * d + c] : 0.0);
-    const uint32_t m0 = batch().mcu[s], m1 = batch().mcu[s + 1], k = m1 - m0, kf = std::max(k, 2u);
+    const uint32_t m0 = batch().pcu[s], m1 = batch().pcu[s + 1], k = m1 - m0, kf = std::max(k, 2u);
     double top1 = 0, margin = 0, ent = 0;
     if (k > 0) {
       std::vector<double> q;

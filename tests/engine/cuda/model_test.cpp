@@ -117,7 +117,7 @@ TEST_F(ModelTest, Fp16EveryAttentionKernelStaysWithinTheBound) {
 ir::Batch batch_for_bucket(const ir::Bucket& b, std::mt19937& rng, uint32_t vocab) {
   const uint32_t seqs = std::max(1u, std::min(b.seqs, b.tokens / 16));
   ir::Batch out;
-  uint32_t markers_left = b.markers;
+  uint32_t markers_left = b.picks;
   for (uint32_t s = 0; s < seqs; ++s) {
     const uint32_t len = b.tokens / seqs + (s < b.tokens % seqs ? 1 : 0);
     const uint32_t m = std::min({markers_left, len, 1 + static_cast<uint32_t>(rng() % 5)});
@@ -151,7 +151,7 @@ TEST_F(ModelTest, EveryDefaultBucketMatchesTheReference) {
 TEST_F(ModelTest, PlansAreCapturedGraphsWithTheirMemoryReported) {
   EXPECT_TRUE(f32_->backend->caps().graphs);
   EXPECT_EQ(f32_->backend->caps().name, "cuda");
-  EXPECT_FALSE(f32_->backend->caps().decoders);
+  EXPECT_TRUE(f32_->backend->caps().decoders);
   for (Runner* r : {f32_, f16_}) {
     auto plan = r->backend->lower(*r->weights, model_->graph(), ir::Bucket{160, 40, 160});
     ASSERT_TRUE(plan.ok()) << plan.error().message();
@@ -185,8 +185,8 @@ TEST_F(ModelTest, Fp16KeepsNoFp32CopyOfAGemmWeight) {
     ASSERT_NE(t16, nullptr) << name;
     ASSERT_NE(t32, nullptr) << name;
     EXPECT_EQ(t16->f32.bytes(), 0u) << name << " keeps an FP32 copy in an FP16 backend";
-    EXPECT_GT(t16->f16.bytes(), 0u) << name;
-    EXPECT_EQ(t32->f16.bytes(), 0u) << name;
+    EXPECT_GT(t16->half.bytes(), 0u) << name;
+    EXPECT_EQ(t32->half.bytes(), 0u) << name;
     ++gemms;
   }
   EXPECT_GT(gemms, 0u);
@@ -226,20 +226,32 @@ TEST_F(ModelTest, RopeIsFusedIntoAttention) {
   EXPECT_EQ(rope, 0u);
 }
 
-TEST_F(ModelTest, DecoderGraphsAndStatesAreRefused) {
+// An op the backend does not run is refused before anything is allocated, named with its index; a
+// decoder's caches get a State sized as asked.
+TEST_F(ModelTest, UnsupportedOpsAreNamedAndStatesAreSized) {
   ir::Graph g;
-  const ir::Val x = g.add_val(ir::Rows::kTokens, 8, "x"), y = g.add_val(ir::Rows::kTokens, 8, "y");
-  const ir::WeightId w = g.add_weight({"norm"}, {8});
-  g.add_op(ir::RmsNorm{x, w, 1e-6f, y});
-  g.add_output("y", y);
+  g.feature_width = 8;
+  const ir::Val x = g.add_val(ir::Rows::kTokens, 8, "x");
+  g.add_op(ir::Input{x});
+  g.add_output("x", x);
+  ASSERT_FALSE(f32_->backend->supports(g, g.ops[0]).ok());
   auto plan = f32_->backend->lower(*f32_->weights, g, ir::Bucket{32, 8, 32});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.error().kind(), ErrorKind::kUnsupported);
-  EXPECT_NE(plan.error().message().find("rms_norm"), std::string::npos) << plan.error().message();
-  g.add_cache("kv", 8);
-  auto state = f32_->backend->create_state(g, 1, 16);
-  ASSERT_FALSE(state.ok());
-  EXPECT_EQ(state.error().kind(), ErrorKind::kUnsupported);
+  EXPECT_NE(plan.error().message().find("the cuda backend cannot run graph op 0 (input)"), std::string::npos)
+      << plan.error().message();
+  g.add_cache("kv.0", 8);
+  g.add_cache("kv.1", 24);
+  auto state = f32_->backend->create_state(g, 3, 16);
+  ASSERT_TRUE(state.ok()) << state.error().message();
+  EXPECT_EQ((*state)->slots(), 3u);
+  EXPECT_EQ((*state)->capacity(), 16u);
+  EXPECT_EQ((*state)->bytes_per_position(), size_t{2} * (8 + 24) * 4);
+  EXPECT_EQ((*state)->bytes(), size_t{3} * 16 * (*state)->bytes_per_position());
+  auto half = f16_->backend->create_state(g, 3, 16);
+  ASSERT_TRUE(half.ok()) << half.error().message();
+  EXPECT_EQ((*half)->bytes_per_position(), size_t{2} * (8 + 24) * 2) << "16-bit plans keep 16-bit caches";
+  EXPECT_FALSE(f32_->backend->create_state(g, 0, 16).ok());
 }
 
 TEST_F(ModelTest, WeightsOfAnotherBackendAreRefused) {

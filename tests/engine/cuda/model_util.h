@@ -114,7 +114,7 @@ struct ProbStats {
 
   void add(const decision::DecisionModel& model, const ir::Batch& b, const Runner& got, const Runner& ref) {
     for (uint32_t s = 0; s < b.seqs(); ++s) {
-      const uint32_t m0 = b.mcu[s], k = b.mcu[s + 1] - m0;
+      const uint32_t m0 = b.pcu[s], k = b.pcu[s + 1] - m0;
       for (uint32_t j = 0; j < 2; ++j) {
         act_max_err = std::max(act_max_err, static_cast<double>(std::fabs(got.act()[2 * s + j] - ref.act()[2 * s + j])));
       }

@@ -35,7 +35,7 @@ TEST(BucketTable, SmallestBucketThatHoldsAllThreeCounts) {
 
 TEST(BucketTable, MalformedTablesNameTheirLine) {
   const std::pair<const char*, const char*> bad[] = {
-      {"compat 32 8\n", "t.txt:1: expected 'stage tokens seqs markers', got 3 fields"},
+      {"compat 32 8\n", "t.txt:1: expected 'stage tokens seqs picks', got 3 fields"},
       {"# c\ncompat 32 x 8\n", "t.txt:2: seqs 'x' is not a non-negative integer"},
       {"compat -1 8 8\n", "t.txt:1: tokens '-1' is not a non-negative integer"},
       {"compat 0 8 8\n", "t.txt:1: a bucket needs at least one token and one sequence"},

@@ -8,10 +8,10 @@
 namespace tandem::spec::testing {
 
 Harness make_harness(const tandem::testing::TinyTarget& target, const tandem::testing::TinyDrafter* drafter,
-                     uint32_t slots, uint32_t capacity) {
+                     uint32_t slots, uint32_t capacity, bool host_logits) {
   Harness h;
   h.backend = cpu::make_cpu_backend(2);
-  models::qwen3::TargetOptions topt{{}, slots, capacity, nullptr};
+  models::qwen3::TargetOptions topt{{}, slots, capacity, nullptr, host_logits};
   if (drafter) topt.tap_layers = drafter->cfg.target_layer_ids;
   auto t = models::qwen3::Target::create(*h.backend, *target.weights, target.cfg, topt, "tiny target");
   EXPECT_TRUE(t.ok()) << t.error().message();

@@ -19,7 +19,7 @@ struct Harness {
 
 // Target taps are the drafter's target_layer_ids (none without a drafter).
 Harness make_harness(const tandem::testing::TinyTarget& target, const tandem::testing::TinyDrafter* drafter,
-                     uint32_t slots, uint32_t capacity);
+                     uint32_t slots, uint32_t capacity, bool host_logits = false);
 
 // Slots are the request indices (batched) or 0 (alone). Fails the test on any error.
 std::vector<Request> run_batched(Harness& h, const std::vector<RequestParams>& params, bool speculative,

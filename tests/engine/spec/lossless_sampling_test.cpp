@@ -58,7 +58,7 @@ class Sampled {
     ds.mask = kVocab - 1;
     ds.top_k = 3;
     drafter_ = tandem::testing::random_drafter(target_.cfg, ds, 302);
-    h_ = testing::make_harness(target_, &drafter_, kGroup, 16);
+    h_ = testing::make_harness(target_, &drafter_, kGroup, 16, /*host_logits=*/true);
   }
 
   // Exact joint distribution of the first three generated tokens.
@@ -108,7 +108,7 @@ class Sampled {
     ids.insert(ids.end(), generated.begin(), generated.end());
     EXPECT_TRUE(h_.target->cache().crop(0, 0).ok());
     std::vector<models::qwen3::TargetOut> out;
-    const models::qwen3::TargetRows rows{0, ids, models::qwen3::LogitRows::kLast};
+    const models::qwen3::TargetRows rows{0, ids, models::qwen3::LogitRows::kLast, {}};
     EXPECT_TRUE(h_.target->forward({&rows, 1}, out).ok());
     return tempered(out[0].logits.data, sampling_.temperature, sampling_.top_p);
   }

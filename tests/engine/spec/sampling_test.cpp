@@ -7,7 +7,7 @@
 #include <map>
 
 #include "engine/spec/accept_impl.h"
-#include "engine/spec/rng_impl.h"
+#include "engine/ir/sampling.h"
 #include "engine/spec/sampling_impl.h"
 #include "engine/spec/selector_impl.h"
 #include "tests/engine/models/qwen3/tiny_models.h"
@@ -75,22 +75,34 @@ TEST(Sample, WalksTheCdfInIdOrder) {
 }
 
 ir::Tensor2 rows_of(const std::vector<std::vector<float>>& rows) {
-  ir::Tensor2 t{static_cast<uint32_t>(rows.size()), static_cast<uint32_t>(rows[0].size()), {}};
+  ir::Tensor2 t;
+  t.rows = static_cast<uint32_t>(rows.size());
+  t.width = static_cast<uint32_t>(rows[0].size());
   for (const auto& r : rows) t.data.insert(t.data.end(), r.begin(), r.end());
   return t;
+}
+
+// The target's token of each verify row at `start` (what the backend's Sample op gives).
+std::vector<uint32_t> tokens_of(const ir::Tensor2& logits, const SamplingParams& s, uint32_t start) {
+  std::vector<uint32_t> out;
+  for (uint32_t r = 0; r < logits.rows; ++r) {
+    out.push_back(target_token({logits.data.data() + size_t{r} * logits.width, logits.width}, s, start + r + 1));
+  }
+  return out;
 }
 
 TEST(AcceptMatch, GreedyKeepsTheLongestMatchingPrefixPlusABonus) {
   // Row i's argmax: 2, 0, 3, 1.
   const ir::Tensor2 logits = rows_of({{0, 1, 5, 0}, {4, 1, 0, 0}, {0, 0, 1, 2}, {0, 3, 0, 0}});
-  const SamplingParams greedy;
-  Verdict v = accept_match(logits, std::vector<uint32_t>{2, 0, 3}, greedy, 10);
+  const std::vector<uint32_t> tokens = tokens_of(logits, SamplingParams{}, 10);
+  ASSERT_EQ(tokens, (std::vector<uint32_t>{2, 0, 3, 1}));
+  Verdict v = accept_match(tokens, std::vector<uint32_t>{2, 0, 3});
   EXPECT_EQ(v.accepted, 3u);
   EXPECT_EQ(v.committed, (std::vector<uint32_t>{2, 0, 3, 1}));
-  v = accept_match(logits, std::vector<uint32_t>{2, 1, 3}, greedy, 10);
+  v = accept_match(tokens, std::vector<uint32_t>{2, 1, 3});
   EXPECT_EQ(v.accepted, 1u);
   EXPECT_EQ(v.committed, (std::vector<uint32_t>{2, 0}));
-  v = accept_match(logits, std::vector<uint32_t>{}, greedy, 10);
+  v = accept_match(std::span<const uint32_t>(tokens).first(1), std::vector<uint32_t>{});
   EXPECT_EQ(v.committed, (std::vector<uint32_t>{2}));
 }
 
@@ -100,7 +112,7 @@ TEST(AcceptMatch, SampledTokensAreTheTargetsOwnSamplesForTheirPositions) {
   const uint32_t t0 = target_token({logits.data.data(), 3}, s, 21);
   const uint32_t t1 = target_token({logits.data.data() + 3, 3}, s, 22);
   const uint32_t t2 = target_token({logits.data.data() + 6, 3}, s, 23);
-  const Verdict v = accept_match(logits, std::vector<uint32_t>{t0, t1}, s, 20);
+  const Verdict v = accept_match(tokens_of(logits, s, 20), std::vector<uint32_t>{t0, t1});
   EXPECT_EQ(v.committed, (std::vector<uint32_t>{t0, t1, t2}));
 }
 
@@ -175,8 +187,8 @@ TEST(Selector, GreedyWalkFollowsTheBestEnergyFromEachPick) {
   const uint32_t vocab = 12, rank = 3, rows = 4;
   auto b = books(vocab, rank, 1);
   tandem::testing::Rand r(2);
-  const ir::Tensor2 logits{rows, vocab, r.fill(size_t{rows} * vocab, 3.0f)};
-  const ir::Tensor2 sel{rows, rank, r.fill(size_t{rows} * rank, 2.0f)};
+  const ir::Tensor2 logits = ir::Tensor2::of(rows, vocab, r.fill(size_t{rows} * vocab, 3.0f));
+  const ir::Tensor2 sel = ir::Tensor2::of(rows, rank, r.fill(size_t{rows} * rank, 2.0f));
   const SelectorParams params{4, 2.5f, 0.7f};
   const Walk w = select(logits, sel, 7, *b->books, params, 0.0f, 0, 0);
   ASSERT_EQ(w.path.size(), rows);
@@ -200,8 +212,8 @@ TEST(Selector, GumbelWalkSamplesTheSoftmaxOfItsEnergies) {
   const uint32_t vocab = 10, rank = 2;
   auto b = books(vocab, rank, 3);
   tandem::testing::Rand r(4);
-  const ir::Tensor2 logits{1, vocab, r.fill(vocab, 2.0f)};
-  const ir::Tensor2 sel{1, rank, r.fill(rank, 1.0f)};
+  const ir::Tensor2 logits = ir::Tensor2::of(1, vocab, r.fill(vocab, 2.0f));
+  const ir::Tensor2 sel = ir::Tensor2::of(1, rank, r.fill(rank, 1.0f));
   const SelectorParams params{5, 0.0f, 1.0f};
   const Walk first = select(logits, sel, 3, *b->books, params, 0.7f, 0, 0);
   const Proposal& q = first.proposals[0];

@@ -15,6 +15,7 @@
 #define __launch_bounds__(...)
 #define __shared__ static  // one block runs at a time, so a function's statics are its block's shared memory
 #define __syncthreads() ::tandem::emu::sync_block()
+#define __syncwarp() ::tandem::emu::warp_sync()
 #define threadIdx (::tandem::emu::thread_idx())
 #define blockIdx (::tandem::emu::block_idx())
 #define blockDim (::tandem::emu::block_dim())
@@ -28,6 +29,8 @@ namespace tandem::kernels {
 
 inline float h2f(unsigned short h) { return ::tandem::half_to_float(h); }
 inline unsigned short f2h(float f) { return ::tandem::float_to_half(f); }
+inline float b2f(unsigned short b) { return ::tandem::bf16_to_float(b); }
+inline unsigned short f2b(float f) { return ::tandem::float_to_bf16(f); }
 
 inline float shfl_xor(float v, int mask) {
   const unsigned lane = ::tandem::emu::lane_id();

@@ -34,7 +34,7 @@ std::vector<Bits> score(Scorer& scorer, const std::vector<const Question*>& qs) 
   std::vector<Bits> bits(qs.size());
   if (!out.ok()) return bits;
   for (size_t s = 0; s < qs.size(); ++s) {
-    bits[s].logits.assign(out->logits.begin() + batch.mcu[s], out->logits.begin() + batch.mcu[s + 1]);
+    bits[s].logits.assign(out->logits.begin() + batch.pcu[s], out->logits.begin() + batch.pcu[s + 1]);
     bits[s].act = out->act[s];
   }
   return bits;

@@ -59,9 +59,9 @@ TEST(DecisionFixture, CpuMatchesTheHfReference) {
     for (size_t s = 0; s < seqs.size(); ++s, ++questions) {
       const auto want_logits = seqs[s].at("logits").get<std::vector<double>>();
       const auto want_act = seqs[s].at("act").get<std::vector<double>>();
-      ASSERT_EQ(want_logits.size(), batch.mcu[s + 1] - batch.mcu[s]) << "batch " << b << " sequence " << s;
+      ASSERT_EQ(want_logits.size(), batch.pcu[s + 1] - batch.pcu[s]) << "batch " << b << " sequence " << s;
       ASSERT_EQ(want_act.size(), 2u);
-      std::vector<double> got(out->logits.begin() + batch.mcu[s], out->logits.begin() + batch.mcu[s + 1]);
+      std::vector<double> got(out->logits.begin() + batch.pcu[s], out->logits.begin() + batch.pcu[s + 1]);
       got.push_back(out->act[s][0]);
       got.push_back(out->act[s][1]);
       std::vector<double> want = want_logits;

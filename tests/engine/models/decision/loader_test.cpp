@@ -26,7 +26,7 @@ TEST(DecisionLoader, GoodCheckpointLoads) {
   EXPECT_EQ(m.hidden(), 128u);
   ASSERT_EQ(m.graph().outputs.size(), 2u);
   EXPECT_EQ(m.graph().outputs[0].name, "logits");
-  EXPECT_EQ(m.graph().info(m.graph().outputs[0].val).rows, ir::Rows::kMarkers);
+  EXPECT_EQ(m.graph().info(m.graph().outputs[0].val).rows, ir::Rows::kPicks);
   EXPECT_EQ(m.graph().info(m.graph().outputs[0].val).width, 1u);
   EXPECT_EQ(m.graph().outputs[1].name, "act");
   EXPECT_EQ(m.graph().info(m.graph().outputs[1].val).rows, ir::Rows::kSeqs);

@@ -66,8 +66,8 @@ TEST_F(ScoreCommand, PrintsWhatTheScorerComputes) {
   ASSERT_TRUE(want.ok());
   for (size_t s = 0; s < 4; ++s) {
     const auto logits = seqs[s].at("logits").get<std::vector<float>>();
-    ASSERT_EQ(logits.size(), batch.mcu[s + 1] - batch.mcu[s]);
-    for (size_t i = 0; i < logits.size(); ++i) EXPECT_EQ(logits[i], want->logits[batch.mcu[s] + i]);  // exact
+    ASSERT_EQ(logits.size(), batch.pcu[s + 1] - batch.pcu[s]);
+    for (size_t i = 0; i < logits.size(); ++i) EXPECT_EQ(logits[i], want->logits[batch.pcu[s] + i]);  // exact
     EXPECT_EQ(seqs[s].at("act").get<std::vector<float>>(), (std::vector<float>{want->act[s][0], want->act[s][1]}));
     const auto probs = seqs[s].at("probs").get<std::vector<float>>();
     ASSERT_EQ(probs.size(), logits.size());

@@ -5,7 +5,6 @@
 #include <set>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/models/decision/backend_factory.h"
 #include "engine/models/decision/decision_model.h"
 #include "tests/engine/models/decision/decision_test_util.h"
 #include "tests/engine/models/decision/reference_model.h"
@@ -54,15 +53,15 @@ TEST(DecisionScorer, MatchesPlainF64ModelOverSeveralBuckets) {
       batch.add_sequence(qs.back().ids, qs.back().markers, qs.back().qtype);
     }
     buckets.insert(ir::BucketTable::defaults().smallest("compat", batch.tokens(), batch.seqs(),
-                                                        batch.num_markers())->tokens);
+                                                        batch.num_picks())->tokens);
     auto out = (*scorer)->score(batch);
     ASSERT_TRUE(out.ok()) << out.error().message();
-    ASSERT_EQ(out->logits.size(), batch.num_markers());
+    ASSERT_EQ(out->logits.size(), batch.num_picks());
     ASSERT_EQ(out->act.size(), batch.seqs());
     for (size_t s = 0; s < qs.size(); ++s) {
       const Reference::Out want = ref.forward(qs[s].ids, qs[s].markers, qs[s].qtype);
       for (size_t m = 0; m < want.logits.size(); ++m) {
-        EXPECT_PRED2(close, out->logits[batch.mcu[s] + m], want.logits[m]) << "round " << round << " seq " << s;
+        EXPECT_PRED2(close, out->logits[batch.pcu[s] + m], want.logits[m]) << "round " << round << " seq " << s;
       }
       EXPECT_PRED2(close, out->act[s][0], want.act[0]) << "round " << round << " seq " << s;
       EXPECT_PRED2(close, out->act[s][1], want.act[1]) << "round " << round << " seq " << s;
@@ -119,36 +118,6 @@ TEST(DecisionScorer, CalibrateIsTemperedSoftmax) {
   // Huge logits do not overflow.
   const std::vector<float> big = calibrate(std::vector<float>{1000.0f, 999.0f}, 1.0f);
   EXPECT_FLOAT_EQ(big[0], static_cast<float>(1.0 / (1.0 + std::exp(-1.0))));
-}
-
-TEST(DecisionScorer, BackendFactory) {
-  BackendOptions cpu_options;
-  cpu_options.threads = 2;
-  auto cpu = make_backend(cpu_options);
-  ASSERT_TRUE(cpu.ok());
-  EXPECT_EQ((*cpu)->caps().name, "cpu");
-  EXPECT_NE((*cpu)->caps().device.find("2 threads"), std::string::npos);
-
-  cpu_options.precision = ir::Precision::kF16;
-  auto half = make_backend(cpu_options);
-  ASSERT_FALSE(half.ok());
-  EXPECT_NE(half.error().message().find("f32 only"), std::string::npos);
-
-  // Without CUDA in the build, or without a device, "cuda" is an error that says so; with both, a backend.
-  BackendOptions cuda_options;
-  cuda_options.name = "cuda";
-  auto cuda = make_backend(cuda_options);
-  if (cuda.ok()) {
-    EXPECT_EQ((*cuda)->caps().name, "cuda");
-  } else {
-    EXPECT_NE(cuda.error().message().find("backend cuda: "), std::string::npos) << cuda.error().message();
-  }
-
-  BackendOptions other;
-  other.name = "tpu";
-  auto tpu = make_backend(other);
-  ASSERT_FALSE(tpu.ok());
-  EXPECT_NE(tpu.error().message().find("'tpu' is not one of cpu, cuda"), std::string::npos);
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ class DrafterFixture {
       : target(testing::random_target({}, 31)), drafter(testing::random_drafter(target.cfg, s, 32)),
         backend(cpu::make_cpu_backend(2)) {
     auto t = qwen3::Target::create(*backend, *target.weights, target.cfg,
-                                   qwen3::TargetOptions{drafter.cfg.target_layer_ids, 4, 64, nullptr}, "target");
+                                   qwen3::TargetOptions{drafter.cfg.target_layer_ids, 4, 64, nullptr, true}, "target");
     EXPECT_TRUE(t.ok()) << t.error().message();
     tgt = std::move(t).value();
     DrafterOptions opt{4, 64, 0, draft_vocab, nullptr};
@@ -63,8 +63,8 @@ class DrafterFixture {
   // The target's tap rows for a prompt (in its slot 0).
   ir::Tensor2 taps_of(const std::vector<uint32_t>& prompt, uint32_t slot) {
     std::vector<qwen3::TargetOut> out;
-    const qwen3::TargetRows rows{slot, prompt, qwen3::LogitRows::kNone};
-    EXPECT_TRUE(tgt->forward({&rows, 1}, out).ok());
+    const qwen3::TargetRows rows{slot, prompt, qwen3::LogitRows::kNone, {}};
+    EXPECT_TRUE(tgt->forward_fetching_taps({&rows, 1}, out).ok());
     return out[0].taps;
   }
   static testing::Rows as_rows(const ir::Tensor2& t) {
@@ -142,7 +142,10 @@ TEST(DrafterRuns, CausalDrafterMatchesTheReference) {
   std::vector<BlockOut> out;
   const BlockRows rows{0, 3};
   ASSERT_TRUE((*dft)->draft({&rows, 1}, 6, out).ok());
-  ir::Tensor2 t{5, (*dft)->tap_width(), taps};
+  ir::Tensor2 t;
+  t.rows = 5;
+  t.width = (*dft)->tap_width();
+  t.data = taps;
   const testing::BlockRef ref =
       testing::reference_block(*d.weights, *cfg, *target.weights, target.cfg, DrafterFixture::as_rows(t), 3, 6);
   expect_near_rows(out[0].logits, ref.logits, 48, "causal logits");

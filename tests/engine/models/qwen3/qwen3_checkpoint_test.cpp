@@ -16,14 +16,14 @@ const std::vector<uint32_t> kPrompt = {5, 9, 2, 33, 7};
 
 std::vector<float> logits_of(Target& t) {
   std::vector<TargetOut> out;
-  const TargetRows rows{0, kPrompt, LogitRows::kAll};
+  const TargetRows rows{0, kPrompt, LogitRows::kAll, {}};
   EXPECT_TRUE(t.forward({&rows, 1}, out).ok());
   return out.empty() ? std::vector<float>{} : out[0].logits.data;
 }
 
 std::string open_error(const std::string& dir, std::vector<uint32_t> taps = {1}) {
   auto backend = cpu::make_cpu_backend(1);
-  auto t = Target::open(*backend, dir, TargetOptions{std::move(taps), 1, 16, nullptr});
+  auto t = Target::open(*backend, dir, TargetOptions{std::move(taps), 1, 16, nullptr, true});
   return t.ok() ? std::string("opened") : t.error().message();
 }
 
@@ -41,9 +41,9 @@ TEST(Qwen3Checkpoint, SingleAndShardedDirectoriesRunLikeTheModelInMemory) {
     testing::write_target_dir(dir, t, tied ? 5 : 1);
     ASSERT_EQ(std::filesystem::exists(dir + "/model.safetensors.index.json"), tied);
     auto backend = cpu::make_cpu_backend(1);
-    auto from_disk = Target::open(*backend, dir, TargetOptions{{1}, 1, 16, nullptr});
+    auto from_disk = Target::open(*backend, dir, TargetOptions{{1}, 1, 16, nullptr, true});
     ASSERT_TRUE(from_disk.ok()) << from_disk.error().message();
-    auto in_memory = Target::create(*backend, *t.weights, t.cfg, TargetOptions{{1}, 1, 16, nullptr}, "memory");
+    auto in_memory = Target::create(*backend, *t.weights, t.cfg, TargetOptions{{1}, 1, 16, nullptr, true}, "memory");
     ASSERT_TRUE(in_memory.ok()) << in_memory.error().message();
     EXPECT_EQ((*from_disk)->config().tie_word_embeddings, tied);
     EXPECT_EQ(logits_of(**from_disk), logits_of(**in_memory));

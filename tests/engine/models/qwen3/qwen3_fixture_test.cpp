@@ -63,7 +63,7 @@ TEST_P(Qwen3FixtureTest, LogitsTapsAndGreedyMatchHf) {
                                                 c["max_new_tokens"].get<uint32_t>() + 1);
   }
   auto backend = cpu::make_cpu_backend(2);
-  auto target = Target::open(*backend, dir, TargetOptions{taps, 1, capacity, nullptr});
+  auto target = Target::open(*backend, dir, TargetOptions{taps, 1, capacity, nullptr, true});
   ASSERT_TRUE(target.ok()) << target.error().message();
   Target& t = **target;
   const uint32_t h = t.config().hidden_size;
@@ -75,8 +75,8 @@ TEST_P(Qwen3FixtureTest, LogitsTapsAndGreedyMatchHf) {
     const uint32_t n = static_cast<uint32_t>(prompt.size());
     ASSERT_TRUE(t.cache().crop(0, 0).ok());
     std::vector<TargetOut> out;
-    const TargetRows rows{0, prompt, LogitRows::kAll};
-    ASSERT_TRUE(t.forward({&rows, 1}, out).ok());
+    const TargetRows rows{0, prompt, LogitRows::kAll, {}};
+    ASSERT_TRUE(t.forward_fetching_taps({&rows, 1}, out).ok());
     ASSERT_EQ(c["logits"].size(), n);
     ASSERT_EQ(c["logits"][0].size(), out[0].logits.width);
     const Worst wl = worst(c["logits"], n, out[0].logits.width, [&](uint32_t r, uint32_t v) {

@@ -51,15 +51,15 @@ TEST_P(TargetReferenceTest, LogitsAndTapsMatchTheReference) {
   const Case& c = GetParam();
   const testing::TinyTarget t = testing::random_target(c.shape, 11, c.dtype);
   auto backend = cpu::make_cpu_backend(2);
-  TargetOptions opt{{1, 3}, 4, 64, nullptr};
+  TargetOptions opt{{1, 3}, 4, 64, nullptr, true};
   auto target = Target::create(*backend, *t.weights, t.cfg, opt, c.name);
   ASSERT_TRUE(target.ok()) << target.error().message();
   Rand r(5);
   const std::vector<uint32_t> ids = random_ids(r, 13, c.shape.vocab);
   const testing::TargetRef ref = testing::reference_target(*t.weights, t.cfg, ids);
   std::vector<TargetOut> out;
-  const TargetRows rows{0, ids, LogitRows::kAll};
-  ASSERT_TRUE((*target)->forward({&rows, 1}, out).ok());
+  const TargetRows rows{0, ids, LogitRows::kAll, {}};
+  ASSERT_TRUE((*target)->forward_fetching_taps({&rows, 1}, out).ok());
   expect_near_rows(out[0].logits, ref.logits, "logits");
   // Tap rows: layer 1 then layer 3, side by side.
   testing::Rows taps;
@@ -95,15 +95,15 @@ class TargetRunsTest : public ::testing::Test {
     backend_ = cpu::make_cpu_backend(2);
   }
   std::unique_ptr<Target> make(const ir::BucketTable* table = nullptr) {
-    auto target = Target::create(*backend_, *t_.weights, t_.cfg, TargetOptions{{0, 2}, 4, 64, table}, "tiny");
+    auto target = Target::create(*backend_, *t_.weights, t_.cfg, TargetOptions{{0, 2}, 4, 64, table, true}, "tiny");
     EXPECT_TRUE(target.ok()) << target.error().message();
     return std::move(target).value();
   }
   TargetOut run_alone(const std::vector<uint32_t>& ids) {
     auto target = make();
     std::vector<TargetOut> out;
-    const TargetRows rows{0, ids, LogitRows::kAll};
-    EXPECT_TRUE(target->forward({&rows, 1}, out).ok());
+    const TargetRows rows{0, ids, LogitRows::kAll, {}};
+    EXPECT_TRUE(target->forward_fetching_taps({&rows, 1}, out).ok());
     return out[0];
   }
   testing::TinyTarget t_;
@@ -117,9 +117,9 @@ TEST_F(TargetRunsTest, BatchedSequencesEqualEachAloneBitForBit) {
   auto target = make();
   std::vector<TargetRows> rows;
   const uint32_t slots[] = {2, 0, 3};
-  for (size_t i = 0; i < prompts.size(); ++i) rows.push_back({slots[i], prompts[i], LogitRows::kAll});
+  for (size_t i = 0; i < prompts.size(); ++i) rows.push_back({slots[i], prompts[i], LogitRows::kAll, {}});
   std::vector<TargetOut> out;
-  ASSERT_TRUE(target->forward(rows, out).ok());
+  ASSERT_TRUE(target->forward_fetching_taps(rows, out).ok());
   for (size_t i = 0; i < prompts.size(); ++i) {
     const TargetOut alone = run_alone(prompts[i]);
     EXPECT_EQ(out[i].logits.data, alone.logits.data) << "sequence " << i;
@@ -134,9 +134,9 @@ TEST_F(TargetRunsTest, ChunkedPrefillEqualsOneRun) {
   Rand r(4);
   const std::vector<uint32_t> a = random_ids(r, 19, 48), b = random_ids(r, 6, 48);
   auto target = make(&*table);
-  const TargetRows rows[] = {{0, a, LogitRows::kAll}, {1, b, LogitRows::kLast}};
+  const TargetRows rows[] = {{0, a, LogitRows::kAll, {}}, {1, b, LogitRows::kLast, {}}};
   std::vector<TargetOut> out;
-  ASSERT_TRUE(target->forward(rows, out).ok());
+  ASSERT_TRUE(target->forward_fetching_taps(rows, out).ok());
   const TargetOut alone_a = run_alone(a), alone_b = run_alone(b);
   EXPECT_EQ(out[0].logits.data, alone_a.logits.data);
   EXPECT_EQ(out[0].taps.data, alone_a.taps.data);
@@ -149,14 +149,14 @@ TEST_F(TargetRunsTest, CropThenRerunEqualsAFreshRun) {
   std::vector<uint32_t> ids = random_ids(r, 10, 48);
   auto target = make();
   std::vector<TargetOut> out;
-  TargetRows rows{1, ids, LogitRows::kAll};
-  ASSERT_TRUE(target->forward({&rows, 1}, out).ok());
+  TargetRows rows{1, ids, LogitRows::kAll, {}};
+  ASSERT_TRUE(target->forward_fetching_taps({&rows, 1}, out).ok());
   ASSERT_TRUE(target->cache().crop(1, 6).ok());
   EXPECT_EQ(target->cache().length(1), 6u);
   // Rows 6.. replaced by other tokens, as after a rejected draft.
   std::vector<uint32_t> tail = random_ids(r, 4, 48);
-  rows = {1, tail, LogitRows::kAll};
-  ASSERT_TRUE(target->forward({&rows, 1}, out).ok());
+  rows = {1, tail, LogitRows::kAll, {}};
+  ASSERT_TRUE(target->forward_fetching_taps({&rows, 1}, out).ok());
   std::copy(tail.begin(), tail.end(), ids.begin() + 6);
   const TargetOut fresh = run_alone(ids);
   EXPECT_EQ(out[0].logits.data, std::vector<float>(fresh.logits.data.begin() + 6 * 48, fresh.logits.data.end()));
@@ -165,12 +165,12 @@ TEST_F(TargetRunsTest, CropThenRerunEqualsAFreshRun) {
 TEST_F(TargetRunsTest, RejectsRunsPastCapacityAndBadCrops) {
   auto target = make();
   std::vector<uint32_t> ids(60, 3);
-  TargetRows rows{0, ids, LogitRows::kLast};
+  TargetRows rows{0, ids, LogitRows::kLast, {}};
   std::vector<TargetOut> out;
-  ASSERT_TRUE(target->forward({&rows, 1}, out).ok());
+  ASSERT_TRUE(target->forward_fetching_taps({&rows, 1}, out).ok());
   std::vector<uint32_t> more(5, 3);
-  rows = {0, more, LogitRows::kLast};
-  const Status st = target->forward({&rows, 1}, out);
+  rows = {0, more, LogitRows::kLast, {}};
+  const Status st = target->forward_fetching_taps({&rows, 1}, out);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().kind(), ErrorKind::kCapacity);
   EXPECT_NE(st.error().message().find("holds 60 positions; 5 more pass its capacity of 64"), std::string::npos)
@@ -178,14 +178,14 @@ TEST_F(TargetRunsTest, RejectsRunsPastCapacityAndBadCrops) {
   const Status crop = target->cache().crop(0, 61);
   ASSERT_FALSE(crop.ok());
   EXPECT_NE(crop.error().message().find("cannot crop cache slot 0 to 61 positions: it holds 60"), std::string::npos);
-  rows = {7, more, LogitRows::kLast};
-  const Status slot = target->forward({&rows, 1}, out);
+  rows = {7, more, LogitRows::kLast, {}};
+  const Status slot = target->forward_fetching_taps({&rows, 1}, out);
   ASSERT_FALSE(slot.ok());
   EXPECT_NE(slot.error().message().find("cache slot 7 does not exist (4 slots)"), std::string::npos);
 }
 
 TEST_F(TargetRunsTest, RejectsTapsBeyondTheDepth) {
-  auto target = Target::create(*backend_, *t_.weights, t_.cfg, TargetOptions{{1, 4}, 1, 8, nullptr}, "tiny");
+  auto target = Target::create(*backend_, *t_.weights, t_.cfg, TargetOptions{{1, 4}, 1, 8, nullptr, true}, "tiny");
   ASSERT_FALSE(target.ok());
   EXPECT_NE(target.error().message().find("tap layer 4 (entry 1) is beyond the target's 4 layers"),
             std::string::npos)

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/spec/rng_impl.h"
+#include "engine/ir/sampling.h"
 
 namespace tandem::testing {
 
-uint64_t Rand::next() { return spec::mix64(state_++); }
+uint64_t Rand::next() { return ir::mix64(state_++); }
 double Rand::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 float Rand::symmetric(float scale) { return static_cast<float>((2.0 * uniform() - 1.0) * scale); }
 uint32_t Rand::below(uint32_t n) { return static_cast<uint32_t>(uniform() * n); }

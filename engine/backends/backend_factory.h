@@ -1,5 +1,6 @@
-// Backend by name ("cpu" | "cuda"), for the CLI and workers. "cuda" is an error naming the reason when
-// the binary was built without CUDA or no device is present.
+// The backends room: a backend by name ("cpu" | "cuda") for the CLI commands and workers, so no model
+// room needs to know which backends exist. "cuda" is an error naming the reason when the binary was
+// built without CUDA or no device is present.
 #pragma once
 
 #include <memory>
@@ -8,7 +9,7 @@
 #include "engine/core/result.h"
 #include "engine/ir/backend.h"
 
-namespace tandem::models {
+namespace tandem::backends {
 
 struct BackendOptions {
   std::string name = "cpu";
@@ -19,4 +20,4 @@ struct BackendOptions {
 
 Result<std::unique_ptr<ir::Backend>> make_backend(const BackendOptions& options);
 
-}  // namespace tandem::models
+}  // namespace tandem::backends

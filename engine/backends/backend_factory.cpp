@@ -1,12 +1,12 @@
 // make_backend: "cpu" (f32 only) or "cuda" (only in builds with the CUDA backend, on a visible device).
-#include "engine/models/decision/backend_factory.h"
+#include "engine/backends/backend_factory.h"
 
 #include "engine/cpu/cpu_backend.h"
 #if TANDEM_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
 #endif
 
-namespace tandem::models {
+namespace tandem::backends {
 
 Result<std::unique_ptr<ir::Backend>> make_backend(const BackendOptions& options) {
   if (options.name == "cpu") {
@@ -38,4 +38,4 @@ Result<std::unique_ptr<ir::Backend>> make_backend(const BackendOptions& options)
   return Error::make(ErrorKind::kInvalidArgument, "backend '{}' is not one of cpu, cuda", options.name);
 }
 
-}  // namespace tandem::models
+}  // namespace tandem::backends

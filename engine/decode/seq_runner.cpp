@@ -1,34 +1,9 @@
 // Packing sequences' rows into bucket-sized batches and scattering outputs back per sequence.
-#include "engine/models/qwen3/seq_runner.h"
+#include "engine/decode/seq_runner.h"
 
 #include <algorithm>
 
-namespace tandem::models::qwen3 {
-
-Result<CacheSlots> CacheSlots::create(ir::Backend& backend, const ir::Graph& graph, uint32_t slots,
-                                      uint32_t capacity) {
-  if (slots == 0 || capacity == 0) {
-    return Error::make(ErrorKind::kInvalidArgument, "a cache needs at least one slot and one position, got {} x {}",
-                       slots, capacity);
-  }
-  CacheSlots c;
-  TANDEM_ASSIGN(c.state_, backend.create_state(graph, slots, capacity));
-  c.lengths_.assign(slots, 0);
-  c.capacity_ = capacity;
-  return c;
-}
-
-Status CacheSlots::crop(uint32_t slot, uint32_t length) {
-  if (slot >= lengths_.size()) {
-    return Error::make(ErrorKind::kInvalidArgument, "cache slot {} does not exist ({} slots)", slot, lengths_.size());
-  }
-  if (length > lengths_[slot]) {
-    return Error::make(ErrorKind::kInvalidArgument, "cannot crop cache slot {} to {} positions: it holds {}", slot,
-                       length, lengths_[slot]);
-  }
-  lengths_[slot] = length;
-  return {};
-}
+namespace tandem::decode {
 
 SeqRunner::SeqRunner(ir::Backend& backend, const ir::Weights& weights, const ir::Graph& graph,
                      const ir::BucketTable& table, std::string stage, uint32_t vocab, bool split)
@@ -41,14 +16,14 @@ uint32_t SeqRunner::rows_of(const SeqRows& s) const {
   return fw == 0 ? 0 : static_cast<uint32_t>(s.features.size() / fw);
 }
 
-uint32_t SeqRunner::markers_in(const SeqRows& s, uint32_t begin, uint32_t end) const {
-  const auto lo = std::lower_bound(s.markers.begin(), s.markers.end(), begin);
-  const auto hi = std::lower_bound(s.markers.begin(), s.markers.end(), end);
+uint32_t SeqRunner::picks_in(const SeqRows& s, uint32_t begin, uint32_t end) const {
+  const auto lo = std::lower_bound(s.picks.begin(), s.picks.end(), begin);
+  const auto hi = std::lower_bound(s.picks.begin(), s.picks.end(), end);
   return static_cast<uint32_t>(hi - lo);
 }
 
-bool SeqRunner::fits(uint32_t tokens, uint32_t seqs, uint32_t markers) const {
-  return table_.smallest(stage_, tokens, seqs, markers).ok();
+bool SeqRunner::fits(uint32_t tokens, uint32_t seqs, uint32_t picks) const {
+  return table_.smallest(stage_, tokens, seqs, picks).ok();
 }
 
 Status SeqRunner::check_seqs(std::span<const SeqRows> seqs, const CacheSlots& caches) const {
@@ -69,10 +44,10 @@ Status SeqRunner::check_seqs(std::span<const SeqRows> seqs, const CacheSlots& ca
       return Error::make(ErrorKind::kInvalidArgument, "sequence {}: {} feature values for {} rows of width {}", i,
                          s.features.size(), rows, fw);
     }
-    for (size_t m = 0; m < s.markers.size(); ++m) {
-      if (s.markers[m] >= rows || (m > 0 && s.markers[m] <= s.markers[m - 1])) {
+    for (size_t m = 0; m < s.picks.size(); ++m) {
+      if (s.picks[m] >= rows || (m > 0 && s.picks[m] <= s.picks[m - 1])) {
         return Error::make(ErrorKind::kInvalidArgument,
-                           "sequence {}: marker {} = {} is not an ascending row of its {} rows", i, m, s.markers[m],
+                           "sequence {}: pick {} = {} is not an ascending row of its {} rows", i, m, s.picks[m],
                            rows);
       }
     }
@@ -86,7 +61,8 @@ Status SeqRunner::check_seqs(std::span<const SeqRows> seqs, const CacheSlots& ca
   return {};
 }
 
-Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::vector<SeqOutputs>& out) {
+Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::vector<SeqOutputs>& out,
+                      const ChunkSink& sink) {
   TANDEM_TRY(check_seqs(seqs, caches));
   const ir::Graph& g = exec_.graph();
   out.assign(seqs.size(), SeqOutputs(g.outputs.size()));
@@ -99,13 +75,13 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
   // Each pass takes at most one chunk per sequence (a slot appears once per batch), in order.
   for (;;) {
     std::vector<Chunk> chunks;
-    uint32_t tokens = 0, markers = 0;
+    uint32_t tokens = 0, picks = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
       const uint32_t left = rows_of(seqs[i]) - done[i];
       if (left == 0) continue;
       uint32_t n = left;
       while (n > 0 && !fits(tokens + n, static_cast<uint32_t>(chunks.size() + 1),
-                            markers + markers_in(seqs[i], done[i], done[i] + n))) {
+                            picks + picks_in(seqs[i], done[i], done[i] + n))) {
         n = split_ ? n / 2 : 0;
       }
       if (n == 0) {
@@ -117,10 +93,10 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
       }
       chunks.push_back({i, done[i], n});
       tokens += n;
-      markers += markers_in(seqs[i], done[i], done[i] + n);
+      picks += picks_in(seqs[i], done[i], done[i] + n);
     }
     if (chunks.empty()) break;
-    TANDEM_TRY(run_chunks(seqs, chunks, starts, caches, out));
+    TANDEM_TRY(run_chunks(seqs, chunks, starts, caches, out, sink));
     for (const Chunk& c : chunks) done[c.seq] += c.rows;
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -130,22 +106,24 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
 }
 
 Status SeqRunner::run_chunks(std::span<const SeqRows> seqs, const std::vector<Chunk>& chunks,
-                             const std::vector<uint32_t>& starts, CacheSlots& caches, std::vector<SeqOutputs>& out) {
+                             const std::vector<uint32_t>& starts, CacheSlots& caches, std::vector<SeqOutputs>& out,
+                             const ChunkSink& sink) {
   const ir::Graph& g = exec_.graph();
   const uint32_t fw = g.feature_width;
   batch_.clear();
-  std::vector<uint32_t> ids, marks;
+  std::vector<uint32_t> ids, picked;
   for (const Chunk& c : chunks) {
     const SeqRows& s = seqs[c.seq];
     ids.assign(c.rows, 0);
     if (!s.ids.empty()) std::copy_n(s.ids.begin() + c.begin, c.rows, ids.begin());
-    marks.clear();
-    for (uint32_t m : s.markers) {
-      if (m >= c.begin && m < c.begin + c.rows) marks.push_back(m - c.begin);
+    picked.clear();
+    for (uint32_t m : s.picks) {
+      if (m >= c.begin && m < c.begin + c.rows) picked.push_back(m - c.begin);
     }
-    batch_.add_sequence(ids, marks, 0);
+    batch_.add_sequence(ids, picked, 0);
     batch_.start.push_back(starts[c.seq] + c.begin);
     batch_.slot.push_back(s.slot);
+    batch_.sampling.push_back(s.sampling);
     if (fw > 0) {
       const auto f = s.features.subspan(size_t{c.begin} * fw, size_t{c.rows} * fw);
       batch_.features.insert(batch_.features.end(), f.begin(), f.end());
@@ -155,19 +133,42 @@ Status SeqRunner::run_chunks(std::span<const SeqRows> seqs, const std::vector<Ch
   TANDEM_TRY(ir::check(batch_, limits));
   TANDEM_TRY(exec_.run(batch_, &caches.state(), outputs_));
   for (size_t o = 0; o < g.outputs.size(); ++o) {
+    if (g.outputs[o].placement == ir::Placement::kDevice) continue;
     const ir::Tensor2& t = outputs_.values[o];
-    // Decoder graphs output token rows or marker rows, never sequence rows.
-    const bool by_marker = g.info(g.outputs[o].val).rows == ir::Rows::kMarkers;
+    const bool id_rows = g.info(g.outputs[o].val).elem == ir::Elem::kU32;
+    // Decoder graphs output token rows or pick rows, never sequence rows.
+    const bool by_pick = g.info(g.outputs[o].val).rows == ir::Rows::kPicks;
     for (size_t b = 0; b < chunks.size(); ++b) {
-      const uint32_t lo = by_marker ? batch_.mcu[b] : batch_.cu[b];
-      const uint32_t hi = by_marker ? batch_.mcu[b + 1] : batch_.cu[b + 1];
+      const uint32_t lo = by_pick ? batch_.pcu[b] : batch_.cu[b];
+      const uint32_t hi = by_pick ? batch_.pcu[b + 1] : batch_.cu[b + 1];
       ir::Tensor2& dst = out[chunks[b].seq][o];
       dst.rows += hi - lo;
-      dst.data.insert(dst.data.end(), t.data.begin() + ptrdiff_t{lo} * t.width,
-                      t.data.begin() + ptrdiff_t{hi} * t.width);
+      if (id_rows) {
+        dst.ids.insert(dst.ids.end(), t.ids.begin() + ptrdiff_t{lo} * t.width, t.ids.begin() + ptrdiff_t{hi} * t.width);
+      } else {
+        dst.data.insert(dst.data.end(), t.data.begin() + ptrdiff_t{lo} * t.width,
+                        t.data.begin() + ptrdiff_t{hi} * t.width);
+      }
     }
+  }
+  if (!sink) return {};
+  device_rows_.assign(g.outputs.size(), ir::DeviceRows{});
+  for (size_t b = 0; b < chunks.size(); ++b) {
+    for (size_t o = 0; o < g.outputs.size(); ++o) {
+      if (g.outputs[o].placement != ir::Placement::kDevice) continue;
+      const ir::DeviceRows& all = outputs_.values[o].device;
+      const bool by_pick = g.info(g.outputs[o].val).rows == ir::Rows::kPicks;
+      const uint32_t lo = by_pick ? batch_.pcu[b] : batch_.cu[b];
+      const uint32_t hi = by_pick ? batch_.pcu[b + 1] : batch_.cu[b + 1];
+      ir::DeviceRows& d = device_rows_[o];
+      d = all;
+      // INVARIANT: rows lo..hi of the run lie inside `all` (the run's real rows); the view keeps its stride.
+      d.data = static_cast<const unsigned char*>(all.data) + size_t{lo} * all.stride * ir::storage_bytes(all.storage);
+      d.rows = hi - lo;
+    }
+    TANDEM_TRY(sink(DeviceChunk{chunks[b].seq, chunks[b].begin, chunks[b].rows, device_rows_}));
   }
   return {};
 }
 
-}  // namespace tandem::models::qwen3
+}  // namespace tandem::decode

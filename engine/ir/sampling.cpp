@@ -1,15 +1,13 @@
-// Greedy picks, tempered top-p distributions and inverse-CDF sampling.
-#include "engine/spec/sampling_impl.h"
+// Greedy picks, top-k, tempered top-p distributions and inverse-CDF sampling.
+#include "engine/ir/sampling.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "engine/spec/rng_impl.h"
+namespace tandem::ir {
 
-namespace tandem::spec {
-
-double Proposal::prob(uint32_t id) const {
+double Distribution::prob(uint32_t id) const {
   // Selector proposals list candidates by rank, not id: a scan serves both.
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] == id) return probs[i];
@@ -25,7 +23,19 @@ uint32_t argmax(std::span<const float> row) {
   return best;
 }
 
-Proposal tempered(std::span<const float> row, float temperature, float top_p) {
+void top_k(std::span<const float> row, uint32_t k, std::span<uint32_t> ids, std::span<float> values) {
+  std::vector<uint32_t> order(row.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](uint32_t a, uint32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  for (uint32_t i = 0; i < k; ++i) {
+    ids[i] = order[i];
+    values[i] = row[order[i]];
+  }
+}
+
+Distribution tempered(std::span<const float> row, float temperature, float top_p) {
   const double t = temperature;
   const float top = *std::max_element(row.begin(), row.end());
   std::vector<double> p(row.size());
@@ -46,7 +56,7 @@ Proposal tempered(std::span<const float> row, float temperature, float top_p) {
     order.resize(keep);
     std::sort(order.begin(), order.end());
   }
-  Proposal d;
+  Distribution d;
   d.ids = std::move(order);
   double kept = 0.0;
   for (uint32_t id : d.ids) kept += p[id];
@@ -55,7 +65,7 @@ Proposal tempered(std::span<const float> row, float temperature, float top_p) {
   return d;
 }
 
-uint32_t sample(const Proposal& dist, double u) {
+uint32_t sample(const Distribution& dist, double u) {
   double cdf = 0.0;
   for (size_t i = 0; i < dist.ids.size(); ++i) {
     cdf += dist.probs[i];
@@ -68,10 +78,10 @@ uint32_t sample(const Proposal& dist, double u) {
   return dist.ids.empty() ? 0 : dist.ids.back();
 }
 
-uint32_t target_token(std::span<const float> row, const SamplingParams& sampling, uint32_t position) {
+uint32_t sample_token(std::span<const float> row, const SamplingParams& sampling, uint32_t position) {
   if (sampling.temperature == 0.0f) return argmax(row);
   return sample(tempered(row, sampling.temperature, sampling.top_p),
                 uniform(sampling.seed, position, Stream::kTarget));
 }
 
-}  // namespace tandem::spec
+}  // namespace tandem::ir

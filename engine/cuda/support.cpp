@@ -1,0 +1,66 @@
+// Which ops the CUDA backend runs (ir::Backend::supports): one overload per op of the IR, so an op that
+// this backend misses is a compile error here rather than a failure at lowering.
+#include <variant>
+
+#include "engine/cuda/plan_impl.h"
+
+namespace tandem::cuda {
+namespace {
+
+struct Support {
+  const ir::Graph& graph;
+  ir::Precision precision;
+
+  Status yes() const { return {}; }
+  Status not_yet(const char* op) const {
+    return Error::make(ErrorKind::kUnsupported, "{} has no CUDA kernel yet", op);
+  }
+  // The scorer's families have FP32 and FP16 kernels only.
+  Status scorer(const char* op) const {
+    if (precision == ir::Precision::kBF16) {
+      return Error::make(ErrorKind::kUnsupported, "{} has no BF16 kernel (run the scorer at f16 or f32)", op);
+    }
+    return {};
+  }
+
+  // head_norm_rope keeps a head in a warp's registers: 8 columns per lane.
+  Status head_dim(uint32_t d) const {
+    if (d > 256 || d % 2 != 0) {
+      return Error::make(ErrorKind::kUnsupported, "head_dim {} (the CUDA kernels take even sizes up to 256)", d);
+    }
+    return {};
+  }
+
+  Status operator()(const ir::Embed&) const { return yes(); }
+  Status operator()(const ir::LayerNorm&) const { return scorer("layer_norm"); }
+  Status operator()(const ir::RmsNorm&) const { return yes(); }
+  Status operator()(const ir::Gemm&) const { return yes(); }
+  Status operator()(const ir::Rope& o) const {
+    if (graph.caches.empty()) return scorer("rope");
+    if (o.col != 0) return Error::make(ErrorKind::kUnsupported, "a decoder rope must start at column 0, not {}", o.col);
+    return head_dim(o.head_dim);
+  }
+  Status operator()(const ir::GeGlu&) const { return scorer("geglu"); }
+  Status operator()(const ir::SwiGlu&) const { return yes(); }
+  Status operator()(const ir::Attention&) const { return scorer("attention"); }
+  Status operator()(const ir::AddType&) const { return scorer("add_type"); }
+  Status operator()(const ir::PickRows&) const { return yes(); }
+  Status operator()(const ir::ActFeatures&) const { return scorer("act_features"); }
+  Status operator()(const ir::HeadRmsNorm& o) const { return head_dim(o.head_dim); }
+  Status operator()(const ir::CacheAppend&) const { return yes(); }
+  Status operator()(const ir::CacheAttention&) const { return not_yet("cache_attention"); }
+  Status operator()(const ir::Input&) const { return not_yet("input"); }
+  Status operator()(const ir::Tap&) const { return yes(); }
+  Status operator()(const ir::DynConv&) const { return not_yet("dyn_conv"); }
+  Status operator()(const ir::Argmax&) const { return not_yet("argmax"); }
+  Status operator()(const ir::TopK&) const { return not_yet("top_k"); }
+  Status operator()(const ir::Sample&) const { return not_yet("sample"); }
+};
+
+}  // namespace
+
+Status supports_op(const ir::Graph& graph, const ir::Op& op, ir::Precision precision) {
+  return std::visit(Support{graph, precision}, op);
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,261 @@
+// The Qwen3 target as CUDA plans (issue 9): logits and taps against the CPU backend on random tiny
+// targets (FP32 within 1e-4 of max(1, |cpu|); FP16 and BF16 within the bounds below) and against HF's
+// float64 fixtures, CUDA greedy decoding equal to HF's, rows bit-identical alone and inside a batch,
+// a cropped and re-appended cache equal to a fresh prefill, and the limits refused with their names.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/models/qwen3/qwen3_model.h"
+#include "engine/spec/spec.h"
+#include "tests/engine/cuda/gpu_test_util.h"
+#include "tests/engine/models/qwen3/tiny_models.h"
+
+namespace tandem::cuda::test {
+namespace {
+
+using models::qwen3::LogitRows;
+using models::qwen3::Target;
+using models::qwen3::TargetOptions;
+using models::qwen3::TargetOut;
+using models::qwen3::TargetRows;
+
+// 16-bit plans: the residual stream and every reduction stay FP32, GEMM operands and activations are
+// rounded to 16 bits (FP16: 11 significant bits, BF16: 8), so logits move by a few units of the
+// activations' rounding through the layers of a tiny random model.
+double tolerance(ir::Precision p) {
+  switch (p) {
+    case ir::Precision::kF32: return 1e-4;
+    case ir::Precision::kF16: return 1e-2;
+    case ir::Precision::kBF16: return 6e-2;
+  }
+  return 0.0;
+}
+
+std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision) {
+  CudaOptions o;
+  o.precision = precision;
+  auto b = make_cuda_backend(o);
+  EXPECT_TRUE(b.ok()) << b.error().message();
+  return b.ok() ? std::move(b).value() : nullptr;
+}
+
+testing::TargetShape shape() {
+  testing::TargetShape s;
+  s.vocab = 96;
+  s.hidden = 64;
+  s.layers = 3;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 32;
+  s.ffn = 96;
+  return s;
+}
+
+std::unique_ptr<Target> make_target(ir::Backend& backend, const testing::TinyTarget& t, uint32_t slots,
+                                    uint32_t capacity) {
+  auto target = Target::create(backend, *t.weights, t.cfg, TargetOptions{{0, 2}, slots, capacity, nullptr, true},
+                               "tiny");
+  EXPECT_TRUE(target.ok()) << target.error().message();
+  return target.ok() ? std::move(target).value() : nullptr;
+}
+
+// Largest |got − want| / max(1, |want|), naming where.
+void expect_close(const ir::Tensor2& got, const ir::Tensor2& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.rows, want.rows) << what;
+  ASSERT_EQ(got.width, want.width) << what;
+  double worst = 0.0;
+  size_t at = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    const double e = std::abs(double{got.data[i]} - want.data[i]) / std::max(1.0, std::abs(double{want.data[i]}));
+    if (!(e <= worst)) {
+      worst = e;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, tol) << what << ": row " << at / want.width << ", column " << at % want.width << " got "
+                        << got.data[at] << " want " << want.data[at];
+}
+
+std::vector<uint32_t> tokens(testing::Rand& r, uint32_t n, uint32_t vocab) {
+  std::vector<uint32_t> out(n);
+  for (uint32_t& t : out) t = r.below(vocab);
+  return out;
+}
+
+class CudaTargetTest : public ::testing::TestWithParam<ir::Precision> {};
+
+// Three sequences at their own slots: a prefill of different lengths, then a verify-like step of several
+// rows each, against the CPU backend.
+TEST_P(CudaTargetTest, LogitsAndTapsMatchTheCpuBackend) {
+  TANDEM_REQUIRE_GPU();
+  const testing::TinyTarget t = testing::random_target(shape(), 11);
+  auto cpu = cpu::make_cpu_backend(2);
+  auto gpu = cuda_backend(GetParam());
+  ASSERT_TRUE(gpu);
+  auto a = make_target(*cpu, t, 4, 96), b = make_target(*gpu, t, 4, 96);
+  ASSERT_TRUE(a && b);
+  testing::Rand r(5);
+  const std::vector<std::vector<uint32_t>> prompts = {tokens(r, 37, 96), tokens(r, 5, 96), tokens(r, 70, 96)};
+  const std::vector<std::vector<uint32_t>> steps = {tokens(r, 16, 96), tokens(r, 1, 96), tokens(r, 7, 96)};
+  const uint32_t slots[] = {3, 0, 1};
+  for (const auto* round : {&prompts, &steps}) {
+    std::vector<TargetRows> rows;
+    for (size_t i = 0; i < round->size(); ++i) rows.push_back({slots[i], (*round)[i], LogitRows::kAll, {}});
+    std::vector<TargetOut> want, got;
+    ASSERT_TRUE(a->forward_fetching_taps(rows, want).ok());
+    auto st = b->forward_fetching_taps(rows, got);
+    ASSERT_TRUE(st.ok()) << st.error().message();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::string where = "sequence " + std::to_string(i) + (round == &prompts ? " prefill" : " step");
+      expect_close(got[i].logits, want[i].logits, tolerance(GetParam()), where + " logits");
+      expect_close(got[i].taps, want[i].taps, tolerance(GetParam()), where + " taps");
+      if (GetParam() == ir::Precision::kF32) {
+        EXPECT_EQ(got[i].ids.ids, want[i].ids.ids) << where << " greedy ids";
+      }
+    }
+  }
+}
+
+// A row's results do not depend on the other sequences of its batch (the reduction orders depend on the
+// row's own sequence only).
+TEST_P(CudaTargetTest, RowsAreBitIdenticalAloneAndInABatch) {
+  TANDEM_REQUIRE_GPU();
+  const testing::TinyTarget t = testing::random_target(shape(), 12);
+  auto gpu = cuda_backend(GetParam());
+  ASSERT_TRUE(gpu);
+  auto target = make_target(*gpu, t, 4, 96);
+  ASSERT_TRUE(target);
+  testing::Rand r(6);
+  const std::vector<uint32_t> p0 = tokens(r, 20, 96), p1 = tokens(r, 9, 96), p2 = tokens(r, 33, 96);
+  std::vector<TargetOut> alone, together;
+  const TargetRows one{2, p0, LogitRows::kAll, {}};
+  ASSERT_TRUE(target->forward_fetching_taps({&one, 1}, alone).ok());
+  ASSERT_TRUE(target->cache().crop(2, 0).ok());
+  const std::vector<TargetRows> rows = {{0, p1, LogitRows::kAll, {}}, {2, p0, LogitRows::kAll, {}},
+                                        {1, p2, LogitRows::kLast, {}}};
+  ASSERT_TRUE(target->forward_fetching_taps(rows, together).ok());
+  EXPECT_EQ(together[1].logits.data, alone[0].logits.data);
+  EXPECT_EQ(together[1].taps.data, alone[0].taps.data);
+  EXPECT_EQ(together[1].ids.ids, alone[0].ids.ids);
+}
+
+// Appending after a crop (rejected drafts dropped) gives the rows a fresh prefill of the same tokens gives.
+TEST_P(CudaTargetTest, CropAndAppendEqualAFreshPrefill) {
+  TANDEM_REQUIRE_GPU();
+  const testing::TinyTarget t = testing::random_target(shape(), 13);
+  auto gpu = cuda_backend(GetParam());
+  ASSERT_TRUE(gpu);
+  auto target = make_target(*gpu, t, 2, 96);
+  ASSERT_TRUE(target);
+  testing::Rand r(7);
+  const std::vector<uint32_t> prompt = tokens(r, 24, 96), wrong = tokens(r, 6, 96), right = tokens(r, 4, 96);
+  std::vector<TargetOut> out;
+  const TargetRows p{0, prompt, LogitRows::kNone, {}};
+  ASSERT_TRUE(target->forward({&p, 1}, out).ok());
+  const TargetRows w{0, wrong, LogitRows::kAll, {}};
+  ASSERT_TRUE(target->forward({&w, 1}, out).ok());
+  ASSERT_TRUE(target->cache().crop(0, 24).ok());
+  const TargetRows g{0, right, LogitRows::kAll, {}};
+  std::vector<TargetOut> appended;
+  ASSERT_TRUE(target->forward_fetching_taps({&g, 1}, appended).ok());
+
+  std::vector<uint32_t> whole = prompt;
+  whole.insert(whole.end(), right.begin(), right.end());
+  const TargetRows f{1, whole, LogitRows::kAll, {}};
+  std::vector<TargetOut> fresh;
+  ASSERT_TRUE(target->forward_fetching_taps({&f, 1}, fresh).ok());
+  const uint32_t v = t.cfg.vocab_size, tw = target->tap_width();
+  EXPECT_EQ(appended[0].logits.data, std::vector<float>(fresh[0].logits.data.end() - 4 * v, fresh[0].logits.data.end()));
+  EXPECT_EQ(appended[0].taps.data, std::vector<float>(fresh[0].taps.data.end() - 4 * tw, fresh[0].taps.data.end()));
+}
+
+TEST_P(CudaTargetTest, LimitsAreRefusedWithTheirNamesAndTheTargetKeepsRunning) {
+  TANDEM_REQUIRE_GPU();
+  const testing::TinyTarget t = testing::random_target(shape(), 14);
+  auto gpu = cuda_backend(GetParam());
+  ASSERT_TRUE(gpu);
+  auto target = make_target(*gpu, t, 1, 32);
+  ASSERT_TRUE(target);
+  testing::Rand r(8);
+  const std::vector<uint32_t> long_prompt = tokens(r, 40, 96);
+  std::vector<TargetOut> out;
+  const TargetRows too_long{0, long_prompt, LogitRows::kLast, {}};
+  const Status st = target->forward({&too_long, 1}, out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("passes its capacity of 32"), std::string::npos) << st.error().message();
+  const TargetRows no_slot{3, long_prompt, LogitRows::kLast, {}};
+  const Status slot = target->forward({&no_slot, 1}, out);
+  ASSERT_FALSE(slot.ok());
+  EXPECT_NE(slot.error().message().find("cache slot 3 does not exist"), std::string::npos) << slot.error().message();
+  // Still serving.
+  const std::vector<uint32_t> ok = tokens(r, 8, 96);
+  const TargetRows fine{0, ok, LogitRows::kLast, {}};
+  ASSERT_TRUE(target->forward({&fine, 1}, out).ok());
+  EXPECT_EQ(out[0].ids.rows, 1u);
+}
+
+// HF transformers in float64 on the fixtures of tools/make_qwen3_fixture.py: FP32 plans within 1e-4 and
+// greedy decoding token for token; BF16 plans within the BF16 bound (their greedy path may part from
+// HF's where two logits are within BF16 rounding, so only FP32 must match it).
+const nlohmann::json& fixtures() {
+  static const nlohmann::json ref = [] {
+    std::ifstream f(std::string(TANDEM_SOURCE_DIR) + "/tests/fixtures/qwen3/reference.json");
+    return f ? nlohmann::json::parse(f, nullptr, false) : nlohmann::json();
+  }();
+  return ref;
+}
+
+TEST_P(CudaTargetTest, MatchesHfFixtures) {
+  TANDEM_REQUIRE_GPU();
+  const nlohmann::json& ref = fixtures();
+  ASSERT_TRUE(ref.is_object() && ref.contains("models")) << "tests/fixtures/qwen3/reference.json is missing";
+  auto gpu = cuda_backend(GetParam());
+  ASSERT_TRUE(gpu);
+  for (const nlohmann::json& m : ref["models"]) {
+    const std::string dir = std::string(TANDEM_SOURCE_DIR) + "/" + m["dir"].get<std::string>();
+    SCOPED_TRACE(dir);
+    const std::vector<uint32_t> taps = m["tap_layers"].get<std::vector<uint32_t>>();
+    auto target = Target::open(*gpu, dir, TargetOptions{taps, 1, 256, nullptr, true});
+    ASSERT_TRUE(target.ok()) << target.error().message();
+    Target& tg = **target;
+    const uint32_t h = tg.config().hidden_size;
+    for (const nlohmann::json& c : m["cases"]) {
+      const std::vector<uint32_t> prompt = c["prompt"].get<std::vector<uint32_t>>();
+      ASSERT_TRUE(tg.cache().crop(0, 0).ok());
+      std::vector<TargetOut> out;
+      const TargetRows rows{0, prompt, LogitRows::kAll, {}};
+      ASSERT_TRUE(tg.forward_fetching_taps({&rows, 1}, out).ok());
+      ir::Tensor2 want = ir::Tensor2::of(static_cast<uint32_t>(prompt.size()), out[0].logits.width, {});
+      for (const auto& row : c["logits"]) {
+        for (const auto& v : row) want.data.push_back(v.get<float>());
+      }
+      expect_close(out[0].logits, want, tolerance(GetParam()), "logits");
+      ir::Tensor2 want_taps = ir::Tensor2::of(want.rows, static_cast<uint32_t>(taps.size()) * h, {});
+      for (uint32_t p = 0; p < want.rows; ++p) {
+        for (uint32_t l : taps) {
+          for (const auto& v : c["hidden"][std::to_string(l)][p]) want_taps.data.push_back(v.get<float>());
+        }
+      }
+      expect_close(out[0].taps, want_taps, tolerance(GetParam()), "taps");
+      if (GetParam() != ir::Precision::kF32) continue;
+      const std::vector<uint32_t> greedy = c["greedy"].get<std::vector<uint32_t>>();
+      spec::RequestParams params{prompt, c["max_new_tokens"].get<uint32_t>(), {}, {}};
+      auto req = spec::make_request(params, 0, tg.vocab());
+      ASSERT_TRUE(req.ok()) << req.error().message();
+      ASSERT_TRUE(spec::generate(tg, nullptr, {&*req, 1}, {}).ok());
+      EXPECT_EQ(std::vector<uint32_t>(req->generated().begin(), req->generated().end()), greedy) << "greedy";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaTargetTest,
+                         ::testing::Values(ir::Precision::kF32, ir::Precision::kF16, ir::Precision::kBF16),
+                         [](const auto& p) { return std::string(ir::to_string(p.param)); });
+
+}  // namespace
+}  // namespace tandem::cuda::test
