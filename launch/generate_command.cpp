@@ -129,6 +129,10 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
     TANDEM_ASSIGN(const io::DFlashConfig dcfg, io::load_dflash_config(a.drafter + "/config.json"));
     taps = dcfg.target_layer_ids;
     block = a.block ? a.block : dcfg.block_size;
+    if (a.block) {
+      TANDEM_TRY(models::dflash::check_block_size(
+          a.block, models::dflash::max_block_size(ir::BucketTable::defaults()), "--block"));
+    }
   }
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """A PyTorch reference for DFlash drafters, written from ../shared/design/dflash.md (§1.3-1.5 v1, §3.2
-convolution, §3.3 selector), small random drafters in the public z-lab layouts, and the references tandem
-must match: tests/fixtures/dflash/{v1,v2}/ (config.json, model.safetensors) and
+convolution, §3.3 selector), small random drafters in the public z-lab layouts (DFlashDraftModel and
+DFlash2DraftModel: the selector under candidate_selector., its codebooks without .weight), and the
+references tandem must match: tests/fixtures/dflash/{v1,v2}/ (config.json, model.safetensors) and
 tests/fixtures/dflash/reference.json (block logits given context tap rows; v2 selector candidates and the
-greedy path). The target is tests/fixtures/qwen3/tiny (run tools/make_qwen3_fixture.py first); its tap rows
-come from HF Qwen3ForCausalLM in float64. Everything is float64 from the saved float32 weights.
+greedy path). Each drafter has a full-attention and a sliding layer and no is_causal, so z-lab's default
+(a sliding_attention layer is causal) is exercised next to a non-causal layer. The target is
+tests/fixtures/qwen3/tiny (run tools/make_qwen3_fixture.py first); its tap rows come from HF
+Qwen3ForCausalLM in float64. Everything is float64 from the saved float32 weights.
     python3 tools/make_dflash_fixture.py [--out REPO_ROOT]"""
 import argparse
 import json
@@ -62,8 +65,12 @@ class Drafter:
         self.w, self.cfg, self.embed, self.lm_head = w, cfg, embed, lm_head
         dc = cfg["dflash_config"]
         self.v2 = "conv_kernel_size" in dc
-        self.window = [cfg.get("sliding_window") if t == "sliding_attention" else None
-                       for t in cfg.get("layer_types", ["full_attention"] * LAYERS)]
+        types = cfg.get("layer_types", ["full_attention"] * LAYERS)
+        self.window = [cfg.get("sliding_window") if t == "sliding_attention" else None for t in types]
+        # z-lab dflash/model.py, Qwen3DFlashAttention.__init__: the top-level is_causal for every layer,
+        # else a sliding_attention layer is causal and a full_attention layer is not.
+        is_causal = cfg.get("is_causal")
+        self.causal = [t == "sliding_attention" if is_causal is None else bool(is_causal) for t in types]
 
     def context(self, taps):
         """Settle: tap rows of positions 0..a-1 -> per layer K, V."""
@@ -77,14 +84,22 @@ class Drafter:
             kv.append((k, v))
         return kv
 
-    def attend(self, q, k, v, qpos, kpos, window):
+    def attend(self, q, k, v, qpos, kpos, window, causal):
+        """The mask of z-lab's _attention_mask: causal keeps keys at or before the query; a window keeps
+        q - k < window, and without causality also k - q < window."""
         out = torch.zeros(q.shape[0], HEADS * HD, dtype=torch.float64)
         qp, kp = torch.tensor(qpos)[:, None], torch.tensor(kpos)[None, :]
+        visible = torch.ones(len(qpos), len(kpos), dtype=torch.bool)
+        if causal:
+            visible &= kp <= qp
+        if window is not None:
+            visible &= qp - kp < window
+            if not causal:
+                visible &= kp - qp < window
         for h in range(HEADS):
             g = h // (HEADS // KV_HEADS)
             sc = q[:, h * HD:(h + 1) * HD] @ k[:, g * HD:(g + 1) * HD].T * HD ** -0.5
-            if window is not None:
-                sc = sc.masked_fill((qp - kp).abs() >= window, float("-inf"))
+            sc = sc.masked_fill(~visible, float("-inf"))
             out[:, h * HD:(h + 1) * HD] = torch.softmax(sc, -1) @ v[:, g * HD:(g + 1) * HD]
         return out
 
@@ -105,7 +120,8 @@ class Drafter:
             k = rope(head_norm(u @ self.w[s + "k_proj.weight"].T, self.w[s + "k_norm.weight"], KV_HEADS), pos, KV_HEADS)
             v = u @ self.w[s + "v_proj.weight"].T
             ck, cv = ctx[l]
-            y = self.attend(q, torch.cat([ck, k]), torch.cat([cv, v]), pos, list(range(a)) + pos, self.window[l])
+            y = self.attend(q, torch.cat([ck, k]), torch.cat([cv, v]), pos, list(range(a)) + pos, self.window[l],
+                            self.causal[l])
             o = y @ self.w[s + "o_proj.weight"].T
             x = x + (conv(o, d, self.w[p + "attention_conv.base_kernel"], 1, taps, group) if self.v2 else o)
             u = rmsnorm(x, self.w[p + "post_attention_layernorm.weight"])
@@ -123,7 +139,8 @@ class Drafter:
         the bilinear predecessor/successor term, greedy walk (ties to the lower k)."""
         dc = self.cfg["dflash_config"]
         k_top, cap, mult = dc["selector_top_k"], dc["final_logit_softcapping"], dc["output_multiplier"]
-        S, P, C = self.w["hidden_projection.weight"], self.w["predecessor_codebook.weight"], self.w["successor_codebook.weight"]
+        S = self.w["candidate_selector.hidden_projection.weight"]
+        P, C = self.w["candidate_selector.predecessor_codebook"], self.w["candidate_selector.successor_codebook"]
         cands, vals, path, prev = [], [], [], anchor
         for row in range(logits.shape[0]):
             order = torch.sort(-logits[row], stable=True).indices[:k_top]
@@ -165,11 +182,11 @@ def weights(v2, n_taps, vocab, gen, cfg):
                 base[:, 0] += 1.0
                 w[p + f"{c}.base_kernel"] = base
                 w[p + f"{c}.kernel_projection.weight"] = 0.3 * r(2 * taps * g, H) / math.sqrt(H)
-    if v2:
+    if v2:  # the public names: z-lab's tests/fixtures/dflash2-safetensors-header.json
         rank = cfg["dflash_config"]["selector_rank"]
-        w["hidden_projection.weight"] = r(rank, H) / math.sqrt(H)
-        w["predecessor_codebook.weight"] = r(vocab, rank) * rank ** -0.25
-        w["successor_codebook.weight"] = r(vocab, rank) * rank ** -0.25
+        w["candidate_selector.hidden_projection.weight"] = r(rank, H) / math.sqrt(H)
+        w["candidate_selector.predecessor_codebook"] = r(vocab, rank) * rank ** -0.25
+        w["candidate_selector.successor_codebook"] = r(vocab, rank) * rank ** -0.25
     # Round to the float32 that is saved, compute from exactly that.
     return {k: v.float().double() for k, v in w.items()}
 
@@ -179,15 +196,17 @@ def config(v2, vocab, target_layers):
            "hidden_size": H, "intermediate_size": INTER, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
            "num_key_value_heads": KV_HEADS, "head_dim": HD, "rms_norm_eps": EPS, "rope_theta": ROPE_THETA,
            "vocab_size": vocab, "attention_bias": False, "tie_word_embeddings": False, "torch_dtype": "float32"}
-    if v2:  # DFlash 2: everything in dflash_config, explicit taps, a sliding layer
-        cfg.update({"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 6, "use_sliding_window": True,
-                    "is_causal": False})
+    # A sliding (causal: no is_causal) and a full-attention (non-causal) layer in each drafter.
+    cfg.update({"sliding_window": 6, "use_sliding_window": True})
+    if v2:  # DFlash 2: everything in dflash_config, explicit taps
+        cfg["layer_types"] = ["sliding_attention", "full_attention"]
         cfg["dflash_config"] = {"block_size": 8, "num_target_layers": target_layers, "target_layer_ids": [0, 2, 4],
                                 "mask_token_id": vocab - 1, "conv_kernel_size": 2, "conv_group_size": 16,
                                 "selector_rank": 16, "selector_top_k": 8, "final_logit_softcapping": 20.0,
                                 "output_multiplier": 0.5}
     else:  # v1 as z-lab ships it: block_size and num_target_layers at the top level, taps by the rule
-        cfg.update({"block_size": 8, "num_target_layers": target_layers})
+        cfg.update({"layer_types": ["full_attention", "sliding_attention"], "block_size": 8,
+                    "num_target_layers": target_layers})
         cfg["dflash_config"] = {"mask_token_id": vocab - 1}
     return cfg
 

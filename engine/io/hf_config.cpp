@@ -322,6 +322,7 @@ Result<Qwen3Config> parse_qwen3_config(const json& j, const std::string& origin)
 
   TANDEM_ASSIGN(c.eos_token_ids, parse_id_list(f, "eos_token_id", c.vocab_size));
   TANDEM_ASSIGN(c.bos_token_id, parse_opt_token_id(f, "bos_token_id", c.vocab_size));
+  c.origin = origin;
   return c;
 }
 
@@ -493,20 +494,25 @@ Result<DFlashConfig> parse_dflash_config(const json& j, const std::string& origi
   TANDEM_TRY(check_token_id(mask_key.loc, c.mask_token_id, c.layers.vocab_size));
   TANDEM_ASSIGN(c.target_hidden_size, dflash_u32(top, nested, "target_hidden_size", 1, kMaxHidden));
 
-  // Non-causal unless the top-level is_causal or dflash_config.causal says otherwise; they must agree.
+  // Causality per layer, z-lab's rule (dflash/model.py, Qwen3DFlashAttention.__init__: `is_causal =
+  // getattr(config, "is_causal", None)`; `layer_type == "sliding_attention" if is_causal is None else
+  // bool(is_causal)`). z-lab reads the top-level is_causal only; vLLM (qwen3_dflash.py,
+  // _dflash_layer_causal) also reads dflash_config.causal, so both count and must agree.
   const std::optional<JsonFields> no_nested;
   TANDEM_ASSIGN(const DFlashKey is_causal_key, dflash_key(top, no_nested, "is_causal"));
   TANDEM_ASSIGN(const DFlashKey causal_key, dflash_key(top, nested, "causal"));
-  std::optional<bool> causal;
   for (const DFlashKey* k : {&is_causal_key, &causal_key}) {
     if (!k->value) continue;
     TANDEM_ASSIGN(const bool value, json_to_bool(*k->value, k->loc));
-    if (causal && *causal != value) {
-      return k->loc.error(ErrorKind::kFormat, fmt::format("{} disagrees with is_causal = {}", value, *causal));
+    if (c.causal && *c.causal != value) {
+      return k->loc.error(ErrorKind::kFormat, fmt::format("{} disagrees with is_causal = {}", value, *c.causal));
     }
-    causal = value;
+    c.causal = value;
   }
-  c.causal = causal.value_or(false);
+  c.causal_layer.resize(c.layers.num_hidden_layers);
+  for (uint32_t l = 0; l < c.layers.num_hidden_layers; ++l) {
+    c.causal_layer[l] = c.causal.value_or(c.layers.sliding_layer[l]);
+  }
 
   TANDEM_ASSIGN(const DFlashKey conv_key, dflash_key(top, nested, "conv_kernel_size"));
   if (conv_key.value) {

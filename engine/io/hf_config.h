@@ -58,6 +58,7 @@ struct Qwen3Config {
   std::vector<bool> sliding_layer;
   std::vector<uint32_t> eos_token_ids;     // eos_token_id, a number or a list
   std::optional<uint32_t> bos_token_id;
+  std::string origin;                      // the file (or label) it was parsed from, for messages
 };
 Result<Qwen3Config> parse_qwen3_config(const nlohmann::json& j, const std::string& origin);
 Result<Qwen3Config> load_qwen3_config(const std::string& path);
@@ -71,7 +72,11 @@ struct DFlashConfig {
   std::vector<uint32_t> target_layer_ids;  // dflash_config.target_layer_ids, or the rule of §1.2
   uint32_t mask_token_id = 0;
   std::optional<uint32_t> target_hidden_size;  // fc input is taps · this; defaults to hidden_size
-  bool causal = false;                 // dflash_config.causal / is_causal
+  // Block rows attend causally among themselves, per layer (z-lab dflash/model.py Qwen3DFlashAttention):
+  // the top-level is_causal (or vLLM's dflash_config.causal) sets every layer; without it a
+  // sliding_attention layer is causal and a full_attention layer is not.
+  std::optional<bool> causal;          // the explicit key, when the file has one
+  std::vector<bool> causal_layer;      // resolved, one entry per layer
   // DFlash 2 (version 2 when conv_kernel_size is present):
   uint32_t version = 1;
   uint32_t conv_kernel_size = 0;       // taps of the dynamic convolution

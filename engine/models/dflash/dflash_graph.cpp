@@ -1,5 +1,6 @@
 // The drafter's two graphs (dflash.md §1.3-1.5, §3.2): settle (tap rows -> context K/V of every layer)
-// and block (non-causal layers over context + block, final norm, the target's LM head on rows 1..B−1).
+// and block (layers over context + block, causal or not per layer as DFlashConfig::causal_layer says,
+// final norm, the target's LM head on rows 1..B−1).
 #include "engine/models/dflash/dflash_model.h"
 #include "engine/models/qwen3/qwen3_layer.h"
 #include "engine/models/qwen3/qwen3_model.h"
@@ -58,7 +59,7 @@ void add_v2_layer(ir::Graph& g, const io::DFlashConfig& cfg, const LayerShape& s
   const auto [d, z] = add_conv_in(g, cfg, attn_conv, u, tag + ".attn_conv");
   const ir::Val q = qwen3::add_query(g, s, w, z, tag);
   const qwen3::KeyValue kv = qwen3::add_key_value(g, s, w, z, tag);
-  const ir::Val y = qwen3::add_cache_attention(g, s, q, kv, cache, cfg.causal, tag);
+  const ir::Val y = qwen3::add_cache_attention(g, s, q, kv, cache, cfg.causal_layer[l], tag);
   add_conv_out(g, cfg, attn_conv, d, y, w.o, w.o_bias, x, tag + ".attn_conv");
   const ir::Val u2 = g.add_val(ir::Rows::kTokens, s.hidden, tag + ".post_norm");
   g.add_op(ir::RmsNorm{x, w.post_norm, s.eps, u2});
@@ -102,7 +103,7 @@ ir::Graph block_graph(const DrafterSetup& setup, const std::vector<LayerShape>& 
     if (cfg.version == 2) {
       add_v2_layer(g, cfg, shapes[l], w, l, x, cache, tag);
     } else {
-      qwen3::add_layer(g, shapes[l], w, x, cache, cfg.causal, tag);
+      qwen3::add_layer(g, shapes[l], w, x, cache, cfg.causal_layer[l], tag);
     }
   }
   const ir::Val rows = g.add_val(ir::Rows::kPicks, h, "draft_rows");

@@ -60,9 +60,6 @@ Result<std::unique_ptr<Drafter>> Drafter::create(ir::Backend& backend, std::shar
                                                  const io::Qwen3Config& target_cfg, DrafterOptions options,
                                                  std::string_view origin) {
   if (!options.buckets) options.buckets = &ir::BucketTable::defaults();
-  if (options.buckets->stage(kDrafterStage).empty()) {
-    return Error::make(ErrorKind::kInvalidArgument, "the bucket table has no '{}' stage", kDrafterStage);
-  }
   TANDEM_ASSIGN(DrafterSetup setup, make_setup(cfg, target_cfg, *own, options, origin));
   auto graphs = build_drafter_graphs(setup);
   if (!graphs.ok()) return std::move(graphs).error().context(origin);
@@ -71,6 +68,7 @@ Result<std::unique_ptr<Drafter>> Drafter::create(ir::Backend& backend, std::shar
   combined.add(&target, kTargetPrefix);
   TANDEM_TRY(qwen3::check_weights(combined, graphs->settle, origin));
   TANDEM_TRY(qwen3::check_weights(combined, graphs->block, origin));
+  TANDEM_TRY(check_own_tensors(*own, setup, *graphs, origin));
   std::optional<Codebooks> codebooks;
   if (setup.cfg.version == 2) {
     TANDEM_ASSIGN(TensorView pred, own->tensor(setup.predecessor));
@@ -104,9 +102,7 @@ Status Drafter::settle(std::span<const SettleRows> rows) {
 }
 
 Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out) {
-  if (block < 2) {
-    return Error::make(ErrorKind::kInvalidArgument, "block size {} leaves no row to draft (at least 2)", block);
-  }
+  TANDEM_TRY(check_block_size(block, setup_.max_block, "block size"));
   ids_.resize(rows.size());
   picks_.resize(block - 1);
   for (uint32_t r = 1; r < block; ++r) picks_[r - 1] = r;

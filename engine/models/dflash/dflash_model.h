@@ -1,7 +1,7 @@
 // DFlash v1 and v2 drafters (dflash.md §1.3-1.7, §3.2): settle turns the target's tap rows into context
-// K/V per layer (the per-request context cache); a block runs [anchor, MASK × (B−1)] non-causally over
-// the context and returns the draft rows' logits from the target's LM head (and, for v2, the selector's
-// projection S·h). The selector walk itself is engine/spec (it needs the sampling state).
+// K/V per layer (the per-request context cache); a block runs [anchor, MASK × (B−1)] over the context
+// (causal or not per layer, as the config says) and returns the draft rows' logits from the target's LM
+// head (and, for v2, the selector's projection S·h). The selector walk itself is engine/spec.
 #pragma once
 
 #include <cstdint>
@@ -35,14 +35,23 @@ struct DrafterSetup {
   io::Qwen3Config target;
   uint32_t block_size = 0;
   uint32_t draft_vocab = 0;
-  std::string predecessor;  // codebook tensor names (v2), bare or with ".weight"
+  uint32_t max_block = 0;   // max_block_size of the bucket table
+  std::string predecessor;  // v2 selector tensor names: "candidate_selector.<codebook>", bare or with ".weight"
   std::string successor;
   std::string hidden_projection;
   uint32_t tap_width() const { return static_cast<uint32_t>(cfg.target_layer_ids.size()) * target.hidden_size; }
 };
 
-// Rejects a drafter that cannot run with this target: taps beyond its depth, a mask id outside its
-// vocabulary, a hidden size other than the target's, bad v2 conv/selector sizes, a bad block or vocab.
+// The largest block size the table's 'drafter' buckets run: a bucket of `seqs` sequences holds that many
+// blocks of B rows (B − 1 of them draft rows with the LM head), so B <= tokens / seqs and
+// B − 1 <= markers / seqs; the largest B over the buckets (16 for the embedded table).
+uint32_t max_block_size(const ir::BucketTable& table);
+// A block size in 2..most, or an error naming `what`, the value and the range.
+Status check_block_size(uint32_t block, uint32_t most, std::string_view what);
+
+// Rejects a drafter that cannot run with this target: a vocabulary or hidden size other than the
+// target's, taps beyond its depth, a mask id outside its vocabulary, bad v2 conv/selector sizes or
+// tensor names, a block size outside 2..max_block_size, a bad draft vocabulary.
 Result<DrafterSetup> make_setup(const io::DFlashConfig& cfg, const io::Qwen3Config& target, const WeightSource& own,
                                 const DrafterOptions& options, std::string_view origin);
 
@@ -52,6 +61,10 @@ struct DrafterGraphs {
 };
 // Own tensors are bare ("fc.weight"); the target's carry kTargetPrefix.
 Result<DrafterGraphs> build_drafter_graphs(const DrafterSetup& setup);
+// Every tensor of the drafter's checkpoint is one the graphs or the codebooks read, or an embedding or LM
+// head of its own (ignored with a warning: the target's are used); anything else is refused by name.
+Status check_own_tensors(const WeightSource& own, const DrafterSetup& setup, const DrafterGraphs& graphs,
+                         std::string_view origin);
 
 // Tap rows of one request at positions context().length(slot)...
 struct SettleRows {
@@ -108,7 +121,8 @@ class Drafter {
 
   // Appends the requests' committed rows to their context caches.
   Status settle(std::span<const SettleRows> rows);
-  // One block per request (`block` rows, 2 <= block <= capacity left); the context is left as it was.
+  // One block per request (`block` rows, 2 <= block <= setup().max_block and the capacity left); the
+  // context is left as it was.
   Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out);
   decode::CacheSlots& context() { return context_; }
   const decode::CacheSlots& context() const { return context_; }

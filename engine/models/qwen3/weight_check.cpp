@@ -24,15 +24,4 @@ Status check_weights(const WeightSource& source, const ir::Graph& graph, std::st
   return {};
 }
 
-Result<std::string> resolve_name(const WeightSource& source, std::initializer_list<std::string_view> candidates,
-                                 std::string_view origin) {
-  std::string tried;
-  for (std::string_view c : candidates) {
-    if (source.contains(c)) return std::string(c);
-    if (!tried.empty()) tried += "' or '";
-    tried += c;
-  }
-  return Error::make(ErrorKind::kNotFound, "{}: tensor '{}' is missing", origin, tried);
-}
-
 }  // namespace tandem::models::qwen3

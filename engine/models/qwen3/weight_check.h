@@ -2,7 +2,6 @@
 // present with the shape the graph needs, and errors name the tensor, its shape and the expected one.
 #pragma once
 
-#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -15,9 +14,5 @@ namespace tandem::models::qwen3 {
 // Parts of a stacked WeightRef ([gate; up]) each hold an equal share of dim 0. `origin` names the
 // checkpoint in errors ("tests/fixtures/qwen3/tiny").
 Status check_weights(const WeightSource& source, const ir::Graph& graph, std::string_view origin);
-
-// The name that `source` holds among `candidates` (a DFlash 2 codebook with or without ".weight").
-Result<std::string> resolve_name(const WeightSource& source, std::initializer_list<std::string_view> candidates,
-                                 std::string_view origin);
 
 }  // namespace tandem::models::qwen3

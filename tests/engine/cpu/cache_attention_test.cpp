@@ -1,6 +1,6 @@
 // CacheAppend + CacheAttention on the CPU backend against an f64 model of the caches: causal and block
 // modes, windows, GQA, several sequences in scattered slots, empty and one-row sequences, and rounds
-// that continue earlier ones.
+// that continue earlier ones; and the keys a DFlash block row sees after its context, spelled out.
 #include <gtest/gtest.h>
 
 #include "tests/engine/cpu/cpu_test_util.h"
@@ -153,6 +153,65 @@ TEST(CpuCacheAttention, BitsIndependentOfThreadsAndSimdLevel) {
       }
     }
   }
+}
+
+// The key positions each row of a block of 4 rows at positions 6..9 attends to, after 6 context rows:
+// values are one-hot in the key's position and q = 0 (every visible key scores the same), so output
+// column p is 1/|visible| where position p is visible and 0 elsewhere.
+std::vector<std::vector<uint32_t>> visible_keys(bool causal, std::optional<uint32_t> window) {
+  constexpr uint32_t kContext = 6, kBlock = 4, kWidth = 16;
+  auto backend = make_cpu_backend(1, best_isa());
+  std::unique_ptr<ir::State> state;
+  std::vector<float> block_out;
+  for (const auto& [start, len] : {std::pair{0u, kContext}, std::pair{kContext, kBlock}}) {
+    OpCase oc;
+    oc.graph.add_cache("layer0", kWidth);
+    oc.add_sequence(len);
+    oc.batch.start.push_back(start);
+    oc.batch.slot.push_back(0);
+    std::vector<float> v(size_t{len} * kWidth, 0.0f);
+    for (uint32_t i = 0; i < len; ++i) v[size_t{i} * kWidth + start + i] = 1.0f;
+    const ir::Val qv = oc.input("q", kWidth, std::vector<float>(size_t{len} * kWidth, 0.0f));
+    const ir::Val kv = oc.input("k", kWidth, random_values(size_t{len} * kWidth, start + 1));
+    const ir::Val vv = oc.input("v", kWidth, v);
+    oc.graph.add_op(ir::CacheAppend{kv, vv, 0});
+    const ir::Val out = oc.graph.add_val(ir::Rows::kTokens, kWidth, "out");
+    oc.graph.add_op(ir::CacheAttention{qv, 0, 1, 1, kWidth, causal, window, out});
+    oc.graph.add_output("out", out);
+    if (!state) state = std::move(backend->create_state(oc.graph, 1, kWidth)).value();
+    auto w = backend->upload(oc.weights, std::vector<const ir::Graph*>{&oc.graph});
+    EXPECT_TRUE(w.ok());
+    auto plan = backend->lower(**w, oc.graph, ir::Bucket{len, 1, 1});
+    EXPECT_TRUE(plan.ok()) << (plan.ok() ? "" : plan.error().message());
+    ir::Outputs o;
+    const Status st = backend->run(**plan, oc.batch, state.get(), o);
+    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message());
+    block_out = o.values.empty() ? std::vector<float>{} : o.values[0].data;
+  }
+  std::vector<std::vector<uint32_t>> seen(kBlock);
+  if (block_out.size() != size_t{kBlock} * kWidth) return seen;
+  for (uint32_t i = 0; i < kBlock; ++i) {
+    for (uint32_t p = 0; p < kWidth; ++p) {
+      if (block_out[size_t{i} * kWidth + p] > 0.0f) seen[i].push_back(p);
+    }
+    for (uint32_t p : seen[i]) {
+      EXPECT_FLOAT_EQ(block_out[size_t{i} * kWidth + p], 1.0f / static_cast<float>(seen[i].size()));
+    }
+  }
+  return seen;
+}
+
+// z-lab's mask (dflash/model.py _attention_mask): causal keeps keys at or before the row; a window keeps
+// q − k < window, and for a non-causal row also k − q < window.
+TEST(CpuCacheAttention, BlockRowsSeeTheKeysOfZLabsMask) {
+  using Keys = std::vector<std::vector<uint32_t>>;
+  EXPECT_EQ(visible_keys(true, 3), (Keys{{4, 5, 6}, {5, 6, 7}, {6, 7, 8}, {7, 8, 9}}));
+  EXPECT_EQ(visible_keys(false, 3), (Keys{{4, 5, 6, 7, 8}, {5, 6, 7, 8, 9}, {6, 7, 8, 9}, {7, 8, 9}}));
+  EXPECT_EQ(visible_keys(true, std::nullopt),
+            (Keys{{0, 1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3, 4, 5, 6, 7, 8},
+                  {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}));
+  const std::vector<uint32_t> all{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_EQ(visible_keys(false, std::nullopt), (Keys{all, all, all, all}));
 }
 
 }  // namespace

@@ -416,7 +416,8 @@ TEST(DFlashConfig, PublishedV1Drafter) {
   EXPECT_EQ(c->num_target_layers, 36u);
   EXPECT_EQ(c->target_layer_ids, (std::vector<uint32_t>{1, 9, 17, 25, 33}));
   EXPECT_EQ(c->mask_token_id, 151669u);
-  EXPECT_FALSE(c->causal);
+  EXPECT_FALSE(c->causal.has_value());
+  EXPECT_EQ(c->causal_layer, std::vector<bool>(5, false));  // full attention: non-causal
   EXPECT_FALSE(c->target_hidden_size.has_value());
   EXPECT_EQ(c->conv_kernel_size, 0u);
 
@@ -446,7 +447,8 @@ TEST(DFlashConfig, PublishedV2Drafter) {
   EXPECT_EQ(c->selector_top_k, 16u);
   EXPECT_EQ(c->final_logit_softcapping, 0.0f);
   EXPECT_EQ(c->output_multiplier, 1.0f);
-  EXPECT_FALSE(c->causal);
+  EXPECT_EQ(c->causal, false);
+  EXPECT_EQ(c->causal_layer, std::vector<bool>(5, false));  // sliding, but is_causal says false
   EXPECT_EQ(c->layers.rope_theta, 1e7f);
   EXPECT_EQ(c->layers.sliding_window, 2048u);
   EXPECT_EQ(c->layers.sliding_layer, std::vector<bool>(5, true));
@@ -461,8 +463,40 @@ TEST(DFlashConfig, PublishedV2Drafter) {
   EXPECT_EQ(muse->output_multiplier, static_cast<float>(0.19611613513818404));
 }
 
-// The shapes tools/make_dflash_fixture.py writes: v1 with taps by the rule, v2 with everything in
-// dflash_config, a flat rope_theta, and a sliding layer without use_sliding_window.
+// Causality per layer as z-lab's Qwen3DFlashAttention sets it: an explicit top-level is_causal (or vLLM's
+// dflash_config.causal) for every layer; else sliding_attention layers causal, full_attention ones not.
+TEST(DFlashConfig, CausalityPerLayer) {
+  const auto causal = [](const json& j) {
+    auto c = parse_dflash_config(j, "drafter/config.json");
+    EXPECT_TRUE(c.ok()) << c.error().message();
+    return c.ok() ? c->causal_layer : std::vector<bool>{};
+  };
+  json v2 = json::parse(kDFlashV2);  // five sliding layers
+  v2.erase("is_causal");
+  EXPECT_EQ(causal(v2), std::vector<bool>(5, true));
+  v2["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                       "full_attention"};
+  EXPECT_EQ(causal(v2), (std::vector<bool>{true, false, true, false, false}));
+  v2["is_causal"] = true;
+  EXPECT_EQ(causal(v2), std::vector<bool>(5, true));
+  v2["is_causal"] = false;
+  EXPECT_EQ(causal(v2), std::vector<bool>(5, false));
+  v2.erase("is_causal");
+  v2["dflash_config"]["causal"] = false;
+  EXPECT_EQ(causal(v2), std::vector<bool>(5, false));
+  v2["dflash_config"]["causal"] = true;
+  EXPECT_EQ(causal(v2), std::vector<bool>(5, true));
+
+  json v1 = json::parse(kDFlashV1);  // without layer_types, Qwen3Config's rule: layers from max_window_layers slide
+  v1.erase("layer_types");
+  v1["use_sliding_window"] = true;
+  v1["sliding_window"] = 4096;
+  v1["max_window_layers"] = 3;
+  EXPECT_EQ(causal(v1), (std::vector<bool>{false, false, false, true, true}));
+}
+
+// The shapes tools/make_dflash_fixture.py writes: v1 with taps by the rule and a full then a sliding
+// layer, v2 with everything in dflash_config and a sliding then a full layer; neither says is_causal.
 TEST(DFlashConfig, FixtureStyleDrafters) {
   const json base = {{"architectures", {"DFlashDraftModel"}}, {"model_type", "qwen3"}, {"hidden_size", 128},
                      {"intermediate_size", 256}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
@@ -472,19 +506,23 @@ TEST(DFlashConfig, FixtureStyleDrafters) {
   v1["block_size"] = 8;
   v1["num_target_layers"] = 6;
   v1["dflash_config"] = {{"mask_token_id", 999}};
+  v1["layer_types"] = {"full_attention", "sliding_attention"};
+  v1["sliding_window"] = 6;
+  v1["use_sliding_window"] = true;
   auto c1 = parse_dflash_config(v1, "v1/config.json");
   ASSERT_TRUE(c1.ok()) << c1.error().message();
   EXPECT_EQ(c1->version, 1u);
   EXPECT_EQ(c1->block_size, 8u);
   EXPECT_EQ(c1->target_layer_ids, (std::vector<uint32_t>{1, 3}));  // round(1 + i·2/1)
   EXPECT_EQ(c1->layers.rope_theta, 100000.0f);
-  EXPECT_EQ(c1->layers.sliding_layer, std::vector<bool>(2, false));
+  EXPECT_EQ(c1->layers.sliding_layer, (std::vector<bool>{false, true}));
+  EXPECT_EQ(c1->layers.sliding_window, 6u);
+  EXPECT_EQ(c1->causal_layer, (std::vector<bool>{false, true}));
 
   json v2 = base;
   v2["architectures"] = {"DFlash2DraftModel"};
   v2["layer_types"] = {"sliding_attention", "full_attention"};
-  v2["sliding_window"] = 6;
-  v2["is_causal"] = false;
+  v2["sliding_window"] = 6;  // without use_sliding_window: the parser's leniency (Qwen3 section)
   v2["dflash_config"] = {{"block_size", 8}, {"num_target_layers", 6}, {"target_layer_ids", {0, 2, 4}},
                          {"mask_token_id", 999}, {"conv_kernel_size", 2}, {"conv_group_size", 16},
                          {"selector_rank", 16}, {"selector_top_k", 8}, {"final_logit_softcapping", 20.0},
@@ -496,6 +534,7 @@ TEST(DFlashConfig, FixtureStyleDrafters) {
   EXPECT_EQ(c2->target_layer_ids, (std::vector<uint32_t>{0, 2, 4}));
   EXPECT_EQ(c2->layers.sliding_window, 6u);
   EXPECT_EQ(c2->layers.sliding_layer, (std::vector<bool>{true, false}));
+  EXPECT_EQ(c2->causal_layer, (std::vector<bool>{true, false}));
   EXPECT_EQ(c2->conv_group_size, 16u);
   EXPECT_EQ(c2->selector_rank, 16u);
   EXPECT_EQ(c2->selector_top_k, 8u);

@@ -102,7 +102,9 @@ tandem::testing::TinyDrafter make_drafter(const io::Qwen3Config& target, uint32_
           std::vector<float>(2 * taps * groups * h, 0.0f));
     }
   }
-  if (version == 2) set(d, "hidden_projection.weight", {s.rank, h}, std::vector<float>(s.rank * h, 0.0f));
+  if (version == 2) {
+    set(d, "candidate_selector.hidden_projection.weight", {s.rank, h}, std::vector<float>(s.rank * h, 0.0f));
+  }
   return d;
 }
 

@@ -1,7 +1,8 @@
-// DFlash v1/v2 drafters against the PyTorch reference of tools/make_dflash_fixture.py (float64 from the
-// saved float32 weights): after settling each case's context tap rows, block logits within 1e-4 (relative
-// to max(1, |ref|)), and for v2 the selector's candidates and values and the greedy path, also over a
-// reduced draft vocabulary. Missing fixtures fail.
+// DFlash v1/v2 drafters in the public z-lab layouts against the PyTorch reference of
+// tools/make_dflash_fixture.py (float64 from the saved float32 weights): after settling each case's context
+// tap rows, block logits within 1e-4 (relative to max(1, |ref|)), and for v2 the selector's candidates and
+// values and the greedy path, also over a reduced draft vocabulary. Each drafter has a causal sliding layer
+// and a non-causal full one. Missing fixtures fail.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -50,6 +51,10 @@ TEST(DFlashFixture, BlockLogitsAndSelectorMatchTheReference) {
       ASSERT_TRUE(drafter.ok()) << drafter.error().message();
       Drafter& d = **drafter;
       ASSERT_EQ(d.version(), m["version"].get<uint32_t>());
+      // A sliding_attention layer without is_causal is causal (z-lab's rule); the script gives each drafter
+      // one next to a full-attention layer.
+      ASSERT_EQ(d.setup().cfg.causal_layer, (std::vector<bool>{d.version() == 2, d.version() == 1}))
+          << "the fixture predates its causal sliding layer: rerun tools/make_dflash_fixture.py";
       EXPECT_EQ(d.target_layer_ids(), m["tap_layers"].get<std::vector<uint32_t>>());
       std::vector<float> taps;
       for (const json& row : c["taps"]) {

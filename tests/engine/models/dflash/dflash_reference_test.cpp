@@ -1,7 +1,7 @@
 // DFlash v1/v2 drafters on the CPU backend against the independent double-precision block forward
 // (tests/engine/models/qwen3/reference.cpp): block logits and selector rows after settling target taps,
-// for plain, sliding-window, causal and reduced-vocabulary drafters; settles in pieces, batched blocks
-// and the transience of block rows.
+// for plain, sliding-window (causal by default, or is_causal false), causal and reduced-vocabulary
+// drafters; settles in pieces, batched blocks, the transience of block rows and the block-size range.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -113,13 +113,19 @@ INSTANTIATE_TEST_SUITE_P(
     Drafters, DrafterReferenceTest,
     ::testing::Values(Case{"v1", shape(1, [](auto&) {}), std::nullopt},
                       Case{"v1_sliding_window_4", shape(1, [](auto& s) { s.window = 4; }), std::nullopt},
+                      Case{"v1_sliding_window_4_not_causal",
+                           shape(1, [](auto& s) { s.window = 4; s.is_causal = false; }), std::nullopt},
+                      Case{"v1_causal_everywhere", shape(1, [](auto& s) { s.window = 4; s.is_causal = true; }),
+                           std::nullopt},
                       Case{"v1_three_taps_mha", shape(1, [](auto& s) { s.taps = {0, 2, 3}; s.kv_heads = 4; }),
                            std::nullopt},
                       Case{"v2", shape(2, [](auto&) {}), std::nullopt},
                       Case{"v2_three_conv_taps_group_4", shape(2, [](auto& s) { s.conv_taps = 3; s.group = 4; }),
                            std::nullopt},
                       Case{"v2_draft_vocab_20", shape(2, [](auto& s) { s.softcap = 0.0f; }), 20u},
-                      Case{"v2_sliding_window_3", shape(2, [](auto& s) { s.window = 3; }), std::nullopt}),
+                      Case{"v2_sliding_window_3", shape(2, [](auto& s) { s.window = 3; }), std::nullopt},
+                      Case{"v2_sliding_window_3_not_causal",
+                           shape(2, [](auto& s) { s.window = 3; s.is_causal = false; }), std::nullopt}),
     [](const auto& p) { return std::string(p.param.name); });
 
 TEST(DrafterRuns, CausalDrafterMatchesTheReference) {
@@ -129,7 +135,7 @@ TEST(DrafterRuns, CausalDrafterMatchesTheReference) {
   d.config["dflash_config"]["causal"] = true;
   auto cfg = io::parse_dflash_config(d.config, "causal");
   ASSERT_TRUE(cfg.ok());
-  ASSERT_TRUE(cfg->causal);
+  ASSERT_EQ(cfg->causal_layer, (std::vector<bool>{true, true}));
   auto backend = cpu::make_cpu_backend(1);
   auto dft = Drafter::create(*backend, d.weights, *cfg, *target.weights, target.cfg,
                              DrafterOptions{1, 32, 0, std::nullopt, nullptr}, "d");
@@ -149,6 +155,30 @@ TEST(DrafterRuns, CausalDrafterMatchesTheReference) {
   const testing::BlockRef ref =
       testing::reference_block(*d.weights, *cfg, *target.weights, target.cfg, DrafterFixture::as_rows(t), 3, 6);
   expect_near_rows(out[0].logits, ref.logits, 48, "causal logits");
+}
+
+// The sliding layer's default causality is what the drafts see: the same weights read with is_causal
+// false draft other logits (so the reference cases above cannot pass with causality ignored).
+TEST(DrafterRuns, ASlidingLayerIsCausalUnlessIsCausalSaysOtherwise) {
+  for (uint32_t version : {1u, 2u}) {
+    std::vector<float> logits[2];
+    for (const bool explicit_false : {false, true}) {
+      DrafterFixture f(shape(version, [&](auto& s) {
+        s.window = 16;  // wider than context and block: only causality differs
+        if (explicit_false) s.is_causal = false;
+      }));
+      ASSERT_TRUE(f.dft);
+      EXPECT_EQ(f.drafter.cfg.causal_layer, (std::vector<bool>{false, !explicit_false}));
+      const ir::Tensor2 taps = f.taps_of({3, 9, 27, 33, 8}, 0);
+      const SettleRows settle{0, taps.data};
+      ASSERT_TRUE(f.dft->settle({&settle, 1}).ok());
+      std::vector<BlockOut> out;
+      const BlockRows rows{0, 17};
+      ASSERT_TRUE(f.dft->draft({&rows, 1}, 6, out).ok());
+      logits[explicit_false] = out[0].logits.data;
+    }
+    EXPECT_NE(logits[0], logits[1]) << "version " << version;
+  }
 }
 
 TEST(DrafterRuns, SettleInPiecesAndBatchedBlocksEqualOneGo) {
@@ -193,7 +223,11 @@ TEST(DrafterRuns, RejectsBadBlocksAndSettles) {
   const BlockRows one{0, 5};
   Status st = f.dft->draft({&one, 1}, 1, out);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message().find("block size 1 leaves no row to draft"), std::string::npos);
+  EXPECT_EQ(st.error().message(), "block size 1 is not in 2..16 (a block drafts B − 1 tokens; the 'drafter' buckets "
+                                  "hold blocks of at most 16 rows per sequence)");
+  st = f.dft->draft({&one, 1}, 17, out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("block size 17 is not in 2..16"), std::string::npos) << st.error().message();
   const BlockRows bad{0, 48};
   st = f.dft->draft({&bad, 1}, 4, out);
   ASSERT_FALSE(st.ok());

@@ -250,7 +250,10 @@ BlockRef reference_block(const WeightSource& dw, const io::DFlashConfig& cfg, co
   const Conv conv_shape = cfg.version == 2 ? Conv{cfg.conv_kernel_size, cfg.conv_group_size} : Conv{};
   for (uint32_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer layer = load_layer(dw, "layers." + std::to_string(l) + ".");
-    const Geometry g = geometry(c, l, cfg.causal);
+    // z-lab's rule (dflash/model.py Qwen3DFlashAttention): an explicit is_causal sets every layer, else a
+    // sliding_attention layer is causal and a full_attention layer is not.
+    const bool sliding = l < c.sliding_layer.size() && c.sliding_layer[l];
+    const Geometry g = geometry(c, l, cfg.causal.value_or(sliding));
     Rows ck, cv;
     for (uint32_t j = 0; j < a; ++j) {
       ck.push_back(keys(layer, g, t[j], j));
@@ -259,8 +262,7 @@ BlockRef reference_block(const WeightSource& dw, const io::DFlashConfig& cfg, co
     layer_forward(layer, g, x, pos, ck, cv, ctx_pos, conv_shape);
   }
   const std::vector<double> norm = get(dw, "norm.weight"), head = get(tw, head_of(tcfg));
-  std::vector<double> sel = get(dw, "hidden_projection.weight");
-  if (sel.empty()) sel = get(dw, "hidden_projection");
+  const std::vector<double> sel = get(dw, "candidate_selector.hidden_projection.weight");
   BlockRef out;
   for (uint32_t r = 1; r < block; ++r) {
     const std::vector<double> h = rms(x[r], norm, c.rms_norm_eps);

@@ -106,6 +106,7 @@ json drafter_json(const io::Qwen3Config& target, const DrafterShape& s) {
     d["output_multiplier"] = s.out_mult;
   }
   j["dflash_config"] = d;
+  if (s.is_causal) j["is_causal"] = *s.is_causal;
   return j;
 }
 
@@ -164,9 +165,10 @@ TinyDrafter random_drafter(const io::Qwen3Config& target, const DrafterShape& s,
   add("norm.weight", {h}, around_one(r, h, 0.2f));
   if (s.version == 2) {
     const uint64_t v = target.vocab_size, rank = s.rank;
-    add("hidden_projection.weight", {rank, h}, r.fill(rank * h, fan_in(target.hidden_size)));
-    add("predecessor_codebook", {v, rank}, r.fill(v * rank, 1.0f));
-    add("successor_codebook.weight", {v, rank}, r.fill(v * rank, 1.0f));
+    // The public layout; one codebook bare (as z-lab saves them), one with the ".weight" some exports add.
+    add("candidate_selector.hidden_projection.weight", {rank, h}, r.fill(rank * h, fan_in(target.hidden_size)));
+    add("candidate_selector.predecessor_codebook", {v, rank}, r.fill(v * rank, 1.0f));
+    add("candidate_selector.successor_codebook.weight", {v, rank}, r.fill(v * rank, 1.0f));
   }
   d.weights = source_of(d.tensors);
   d.config = j;

@@ -51,7 +51,8 @@ struct DrafterShape {
   std::vector<uint32_t> taps = {1, 2};
   uint32_t block = 8;
   uint32_t mask = 0;  // mask_token_id
-  std::optional<uint32_t> window;
+  std::optional<uint32_t> window;   // makes the odd layers sliding (causal unless is_causal says otherwise)
+  std::optional<bool> is_causal;    // the top-level key, absent by default
   // v2
   uint32_t conv_taps = 2, group = 8, rank = 6, top_k = 4;
   float softcap = 5.0f, out_mult = 0.8f;
