@@ -76,11 +76,13 @@ void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     return exchange->reply(error_response(ApiError{404, fmt::format("no route {}", path), "not_found", std::nullopt}));
   }
   const bool post = path == "/v1/decide" || path == "/v1/score";
-  if (request.method != (post ? "POST" : "GET")) {
-    HttpResponse r = error_response(
-        ApiError{405, fmt::format("{} takes {}, not {}", path, post ? "POST" : "GET", request.method),
-                 "method_not_allowed", std::nullopt});
-    r.headers.emplace_back("Allow", post ? "POST" : "GET");
+  // HEAD is GET without the body (load balancers probe /health with it); the server drops the body.
+  const bool allowed = post ? request.method == "POST" : (request.method == "GET" || request.method == "HEAD");
+  if (!allowed) {
+    const char* methods = post ? "POST" : "GET, HEAD";
+    HttpResponse r = error_response(ApiError{405, fmt::format("{} takes {}, not {}", path, methods, request.method),
+                                             "method_not_allowed", std::nullopt});
+    r.headers.emplace_back("Allow", methods);
     return exchange->reply(std::move(r));
   }
   if (path == "/health") return exchange->reply(health());
@@ -152,8 +154,10 @@ void Api::decide(const HttpRequest& request, const std::shared_ptr<Exchange>& ex
           fmt::format("question '{}': {}", q.id, laid.error().message()), layout_param(i, laid.error()))));
     }
     tokens += laid.value().ids.size();
-    metas.push_back(QuestionMeta{q.id, std::move(q.options), laid.value().state_tokens, laid.value().state_tokens_used});
-    sequences.push_back(SequenceInput{std::move(laid.value().ids), std::move(laid.value().markers), q.qtype});
+    LaidOut& l = laid.value();
+    metas.push_back(QuestionMeta{q.id, std::move(q.options), l.state_tokens, l.state_tokens_used, l.question_tokens,
+                                 l.question_tokens_used, std::move(l.option_tokens), std::move(l.option_tokens_used)});
+    sequences.push_back(SequenceInput{std::move(l.ids), std::move(l.markers), q.qtype});
   }
   if (tokens > limits_.max_request_tokens) {
     return exchange->reply(error_response(too_large(

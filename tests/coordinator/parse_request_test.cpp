@@ -79,12 +79,19 @@ const std::string kQ = R"({"qtype": "choice", "question": "q", "options": ["a"]}
 INSTANTIATE_TEST_SUITE_P(
     Bodies, Malformed,
     ::testing::Values(
-        Case{"NotJson", false, "{\"sequences\": [", 400, std::nullopt, "not valid JSON"},
+        Case{"NotJson", false, "{\"sequences\": [", 400, "sequences[0]", "not valid JSON at sequences[0]"},
         Case{"Empty", false, "", 400, std::nullopt, "not valid JSON"},
         Case{"TrailingGarbage", false, "{} x", 400, std::nullopt, "not valid JSON"},
         Case{"NotAnObject", false, "[1, 2]", 400, std::nullopt, "must be a JSON object, not an array"},
         Case{"TooDeep", false, std::string(40, '[') + std::string(40, ']'), 400, std::nullopt, "deeper than 32"},
-        Case{"InvalidUtf8", false, "{\"model\": \"\xff\"}", 400, std::nullopt, "not valid JSON"},
+        Case{"InvalidUtf8", false, "{\"model\": \"\xff\"}", 400, "model", "not valid JSON at model"},
+        // A number a double cannot hold: nlohmann raises out_of_range, not parse_error; still a 400 naming it.
+        Case{"NumberOverflowTop", false, "[1e999]", 400, "[0]", "number overflow parsing '1e999'"},
+        Case{"NumberOverflow", false, R"({"sequences": [{"ids": [1, 1e999], "markers": [], "qtype": 0}]})", 400,
+             "sequences[0].ids[1]", "not valid JSON at sequences[0].ids[1]: number overflow parsing '1e999'"},
+        Case{"NumberOverflowDecide", true, R"({"state": "s", "questions": [{"qtype": -1e400, "question": "q"}]})", 400,
+             "questions[0].qtype", "number overflow"},
+        Case{"BadKeyAfterValue", false, R"({"model": "m", 5: 1})", 400, std::nullopt, "not valid JSON"},
         Case{"UnknownTopField", false, "{\"sequences\": [" + kSeq + "], \"temperature\": 1}", 400, "temperature",
              "unknown field 'temperature'"},
         Case{"NoSequences", false, "{}", 400, "sequences", "sequences is required"},
