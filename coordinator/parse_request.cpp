@@ -235,6 +235,11 @@ ApiResult<SequenceInput> sequence_of(const json& j, const std::string& path, con
                        fmt::format("the vocabulary of {} tokens", limits.vocab));
   if (!ids.ok()) return ids.error();
   s.ids = std::move(ids.value());
+  if (limits.max_model_tokens != 0 && s.ids.size() > limits.max_model_tokens) {
+    return unprocessable(fmt::format("{} has {} tokens; the model takes at most {} ({})", at(path, "ids"),
+                                     s.ids.size(), limits.max_model_tokens, limits.model_limit),
+                         at(path, "ids"));
+  }
   if (s.ids.size() > limits.max_sequence_tokens) {
     return unprocessable(fmt::format("{} has {} tokens; a sequence may have at most {}", at(path, "ids"), s.ids.size(),
                                      limits.max_sequence_tokens),

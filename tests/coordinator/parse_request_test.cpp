@@ -165,6 +165,21 @@ INSTANTIATE_TEST_SUITE_P(
              "questions[0].id", "must be a string, not an integer"}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
+// The checkpoint's own length limit comes before the batch's, and the message names it.
+TEST(ParseScore, LongerThanTheModelTakesIs422NamingTheLimit) {
+  RequestLimits l = limits();
+  l.max_model_tokens = 10;
+  l.model_limit = "max_len 10 in rl_agent_config.json, max_position_embeddings 1024 in encoder/config.json";
+  auto ok = parse_score_request(R"({"sequences": [{"ids": [1,1,1,1,1,1,1,1,1,1], "markers": [], "qtype": 0}]})", l);
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+  auto r = parse_score_request(R"({"sequences": [{"ids": [1,1,1,1,1,1,1,1,1,1,1], "markers": [], "qtype": 0}]})", l);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 422u);
+  EXPECT_EQ(r.error().param, "sequences[0].ids");
+  EXPECT_EQ(r.error().message, "sequences[0].ids has 11 tokens; the model takes at most 10 (max_len 10 in "
+                               "rl_agent_config.json, max_position_embeddings 1024 in encoder/config.json)");
+}
+
 TEST(ParseQuestionType, NamesAndIndexes) {
   EXPECT_EQ(question_type("choice"), 0);
   EXPECT_EQ(question_type("score"), 1);
