@@ -407,6 +407,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const config::Listener& li
   impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (ec) return fail("reuse_address");
   impl->acceptor.bind(endpoint, ec);
+  if (ec == net::error::address_in_use) {
+    return Error::make(ErrorKind::kIo,
+                       "cannot listen on {}:{}: the port is in use by another process; stop it or set server.port to "
+                       "another port (0 picks a free one)",
+                       listener.host, listener.port);
+  }
   if (ec) return fail("bind");
   impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) return fail("listen");
