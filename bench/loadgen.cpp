@@ -2,9 +2,10 @@
 // sends its next request when the last is answered) or open loop at a target rate (requests are due
 // on a schedule, and latency counts from when each was due, so a slow server cannot hide its queue).
 // Every answer is checked: against `tandem score` output for the same sequences (--expect), else
-// against the first answer seen for the same sequence; a request with no answer is lost (connection
-// refused or closed) or timed out (a hang), an answer beyond the requests sent is a duplicate. Prints a JSON summary (p50/p99 latency, questions/s) and
-// exits non-zero on any lost, mismatched or duplicated answer or a status not allowed with --allow.
+// against the first answer seen for the same sequence; a request with no answer is refused (no
+// connection: nothing was sent), lost (sent, and the connection closed before an answer) or timed out
+// (a hang), an answer beyond the requests sent is a duplicate. Prints a JSON summary (p50/p99 latency, questions/s) and
+// exits non-zero on any refused, lost, mismatched or duplicated answer or a status not allowed with --allow.
 #include <nlohmann/json.hpp>
 
 #include <CLI/CLI.hpp>
@@ -37,6 +38,7 @@ struct Options {
   double rate = 0;  // requests per second; 0 = closed loop
   size_t per_request = 4;
   int timeout_ms = 30000;
+  bool until_refused = false;  // end when the server stops listening (an orderly-stop test)
   std::vector<int> allow;  // non-200 statuses that are not errors (429, 503 under fault tests)
 };
 
@@ -52,7 +54,8 @@ struct Pool {
 struct Outcome {
   std::vector<double> latency_ms;  // of answered requests
   std::map<int, size_t> statuses;
-  size_t lost = 0;       // no answer: the connection was refused or closed first
+  size_t refused = 0;    // never sent: no connection could be made (the server is not listening)
+  size_t lost = 0;       // sent, no answer: the connection closed first
   size_t timed_out = 0;  // no answer within --timeout-ms on an open connection: a hang
   size_t mismatched = 0, duplicated = 0, questions = 0;
   std::vector<std::string> errors;  // the first few, for whoever reads the summary
@@ -136,14 +139,24 @@ void load_pool(const Options& o, Pool& pool) {
 
 // One connection's loop: takes request numbers (and when each was due) until there are none.
 void connection_main(const Options& o, const std::string& host, uint16_t port, Pool& pool,
-                     worker::BlockingQueue<std::pair<size_t, Clock::time_point>>& due, Outcome& out) {
+                     worker::BlockingQueue<std::pair<size_t, Clock::time_point>>& due, Outcome& out,
+                     std::atomic<bool>& gone) {
   std::unique_ptr<HttpConnection> c;
   while (auto work = due.pop()) {
+    if (o.until_refused && gone.load()) break;
     const size_t i = work->first;
     // Open loop: latency from when the request was due. Closed loop: from when it is sent.
     const Clock::time_point scheduled = work->second == Clock::time_point{} ? Clock::now() : work->second;
     const auto items = items_of(i, pool.items.size(), o.per_request);
     if (!c || !c->connected()) c = std::make_unique<HttpConnection>(host, port);
+    if (!c->connected()) {
+      gone.store(true);
+      if (o.until_refused) break;
+      ++out.refused;
+      out.note("request " + std::to_string(i) + ": connection refused");
+      c.reset();
+      continue;
+    }
     const std::string request = HttpConnection::request_text("POST", "/v1/" + o.endpoint, body_of(o, pool, items));
     std::optional<HttpReply> reply;
     const bool sent = c->send_raw(request);
@@ -151,7 +164,7 @@ void connection_main(const Options& o, const std::string& host, uint16_t port, P
     if (!reply) {
       const bool hung = sent && !c->closed();
       ++(hung ? out.timed_out : out.lost);
-      out.note("request " + std::to_string(i) + (hung ? ": no answer within --timeout-ms" : ": connection closed or refused"));
+      out.note("request " + std::to_string(i) + (hung ? ": no answer within --timeout-ms" : ": connection closed before an answer"));
       c.reset();
       continue;
     }
@@ -194,9 +207,10 @@ int run(const Options& o) {
   worker::BlockingQueue<std::pair<size_t, Clock::time_point>> due;
   std::vector<Outcome> outcomes(o.connections);
   std::vector<std::thread> threads;
+  std::atomic<bool> gone{false};
   const auto start = Clock::now();
   for (size_t t = 0; t < o.connections; ++t) {
-    threads.emplace_back([&, t] { connection_main(o, host, port, pool, due, outcomes[t]); });
+    threads.emplace_back([&, t] { connection_main(o, host, port, pool, due, outcomes[t], gone); });
   }
   if (o.rate <= 0) {
     for (size_t i = 0; i < o.requests; ++i) due.push({i, Clock::time_point{}});  // closed loop: due when taken
@@ -204,6 +218,7 @@ int run(const Options& o) {
     for (size_t i = 0; i < o.requests; ++i) {
       const auto at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(double(i) / o.rate));
       std::this_thread::sleep_until(at);
+      if (o.until_refused && gone.load()) break;
       due.push({i, at});
     }
   }
@@ -215,6 +230,7 @@ int run(const Options& o) {
   for (Outcome& x : outcomes) {
     all.latency_ms.insert(all.latency_ms.end(), x.latency_ms.begin(), x.latency_ms.end());
     for (auto [s, n] : x.statuses) all.statuses[s] += n;
+    all.refused += x.refused;
     all.lost += x.lost;
     all.timed_out += x.timed_out;
     all.mismatched += x.mismatched;
@@ -228,19 +244,23 @@ int run(const Options& o) {
     statuses[std::to_string(s)] = n;
     if (s != 200 && std::find(o.allow.begin(), o.allow.end(), s) == o.allow.end()) disallowed += n;
   }
+  // With --until-refused, the requests that were sent: answered, lost or timed out.
+  const size_t sent = all.latency_ms.size() + all.lost + all.timed_out;
+  const double requests = o.until_refused ? double(sent) : double(o.requests);
   const json summary = {
-      {"requests", o.requests},
+      {"requests", o.until_refused ? sent : o.requests},
       {"connections", o.connections},
       {"mode", o.rate > 0 ? "open" : "closed"},
       {"rate", o.rate},
       {"statuses", statuses},
+      {"refused", all.refused},
       {"lost", all.lost},
       {"timed_out", all.timed_out},
       {"mismatched", all.mismatched},
       {"duplicated", all.duplicated},
       {"disallowed", disallowed},
       {"seconds", seconds},
-      {"requests_per_s", double(o.requests) / seconds},
+      {"requests_per_s", requests / seconds},
       {"questions_per_s", double(all.questions) / seconds},
       {"latency_ms",
        {{"p50", percentile(all.latency_ms, 0.50)},
@@ -249,7 +269,7 @@ int run(const Options& o) {
         {"max", all.latency_ms.empty() ? 0.0 : *std::max_element(all.latency_ms.begin(), all.latency_ms.end())}}},
       {"errors", all.errors}};
   std::printf("%s\n", summary.dump(2).c_str());
-  return all.lost + all.timed_out + all.mismatched + all.duplicated + disallowed == 0 ? 0 : 1;
+  return all.refused + all.lost + all.timed_out + all.mismatched + all.duplicated + disallowed == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -268,6 +288,8 @@ int main(int argc, char** argv) {
   app.add_option("--per-request", o.per_request, "at most this many items per request")->check(CLI::PositiveNumber);
   app.add_option("--timeout-ms", o.timeout_ms, "a request with no answer after this is lost");
   app.add_option("--allow", o.allow, "statuses besides 200 that are not errors (e.g. --allow 429 503)");
+  app.add_flag("--until-refused", o.until_refused,
+               "stop when a connection is refused (the server stopped); requests not sent then are not counted");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

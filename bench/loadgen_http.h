@@ -72,8 +72,10 @@ class HttpConnection {
     return read_reply(timeout);
   }
 
-  // The next response; nullopt on timeout or a connection closed before a whole response.
-  std::optional<HttpReply> read_reply(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000)) {
+  // The next response; nullopt on timeout or a connection closed before a whole response. The answer to
+  // a HEAD request (`head_request`) has no body whatever its Content-Length says.
+  std::optional<HttpReply> read_reply(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000),
+                                      bool head_request = false) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     size_t header_end;
     while ((header_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
@@ -98,7 +100,8 @@ class HttpConnection {
       while (v < line.size() && line[v] == ' ') ++v;
       reply.headers[name] = line.substr(v);
     }
-    if (reply.status == 100) return read_reply(timeout);  // an interim answer: the final one follows
+    if (reply.status == 100) return read_reply(timeout, head_request);  // an interim answer: the final one follows
+    if (head_request) return reply;
     const size_t length = reply.headers.count("content-length") ? std::stoul(reply.headers["content-length"]) : 0;
     while (buffer_.size() < length) {
       if (!fill(deadline)) return std::nullopt;

@@ -39,6 +39,23 @@ uint64_t input_tokens(const Job& job) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+json usage_of(const SequenceInput& s, const QuestionMeta& q, size_t index) {
+  json truncated = json::array();
+  if (q.question_tokens_used < q.question_tokens) truncated.push_back(fmt::format("questions[{}].question", index));
+  for (size_t j = 0; j < q.option_tokens.size(); ++j) {
+    if (q.option_tokens_used[j] < q.option_tokens[j]) truncated.push_back(fmt::format("questions[{}].options[{}]", index, j));
+  }
+  if (q.state_tokens_used < q.state_tokens) truncated.push_back("state");
+  return {{"input_tokens", s.ids.size()},
+          {"state_tokens", q.state_tokens},
+          {"state_tokens_used", q.state_tokens_used},
+          {"question_tokens", q.question_tokens},
+          {"question_tokens_used", q.question_tokens_used},
+          {"option_tokens", q.option_tokens},
+          {"option_tokens_used", q.option_tokens_used},
+          {"truncated", std::move(truncated)}};
+}
+
 }  // namespace
 
 std::string score_answer(const DecisionFrontend& model, const Job& job) {
@@ -69,10 +86,7 @@ std::string decide_answer(const DecisionFrontend& model, const Job& job, const s
                        {"option", pick.is_null() ? json(nullptr) : json(q.options[pick.get<size_t>()])},
                        {"act", {number(r.act[0]), number(r.act[1])}},
                        {"logits", floats(r.logits)},
-                       {"usage",
-                        {{"input_tokens", s.ids.size()},
-                         {"state_tokens", q.state_tokens},
-                         {"state_tokens_used", q.state_tokens_used}}}});
+                       {"usage", usage_of(s, q, i)}});
   }
   return dump({{"model", model.name()}, {"answers", std::move(answers)}, {"usage", {{"input_tokens", input_tokens(job)}}}});
 }

@@ -71,6 +71,8 @@ struct RequestLimits {
   uint32_t max_request_tokens = 0;
   uint32_t max_sequence_tokens = 0;   // one sequence must fit one batch
   uint32_t max_sequence_markers = 0;  // and one bucket
+  uint32_t max_model_tokens = 0;      // and the checkpoint's length limits (0: none)
+  std::string model_limit;            // which they are, for the message
 };
 
 }  // namespace tandem::coordinator

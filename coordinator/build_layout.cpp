@@ -28,19 +28,23 @@ std::string BuildLayout::clean(std::string_view text) const {
 }
 
 Result<std::vector<uint32_t>> BuildLayout::encode_state(std::string_view state) const {
-  return tokenizer_.encode(clean(state)).context("state");
+  return tokenizer_.encode(clean(state), io::SpecialTokens::kSplit).context("state");
 }
 
 Result<LaidOut> BuildLayout::operator()(std::string_view qtype_name, std::string_view question,
                                         std::span<const std::string> options,
                                         std::span<const uint32_t> state_ids) const {
   const std::string head_text = clean(fmt::format("{} question: {}", qtype_name, question));
-  TANDEM_ASSIGN(std::vector<uint32_t> head, tokenizer_.encode(head_text).context("question"));
+  TANDEM_ASSIGN(std::vector<uint32_t> head,
+                tokenizer_.encode(head_text, io::SpecialTokens::kSplit).context("question"));
+  LaidOut out;
+  out.question_tokens = static_cast<uint32_t>(head.size());
   std::vector<std::vector<uint32_t>> opts;
   size_t total = 0;
   for (size_t i = 0; i < options.size(); ++i) {
-    TANDEM_ASSIGN(std::vector<uint32_t> ids,
-                  tokenizer_.encode(clean(" " + options[i])).context(fmt::format("options[{}]", i)));
+    TANDEM_ASSIGN(std::vector<uint32_t> ids, tokenizer_.encode(clean(" " + options[i]), io::SpecialTokens::kSplit)
+                                                 .context(fmt::format("options[{}]", i)));
+    out.option_tokens.push_back(static_cast<uint32_t>(ids.size()));
     std::vector<uint32_t> o;
     o.reserve(kOptionTokens + 1);
     o.push_back(specials_.mask);
@@ -62,7 +66,6 @@ Result<LaidOut> BuildLayout::operator()(std::string_view qtype_name, std::string
   }
   head.resize(std::min(head.size(), static_cast<size_t>(std::max<int64_t>(8, left))));
 
-  LaidOut out;
   out.ids.reserve(budget_.max_len);
   out.ids.push_back(specials_.cls);
   out.ids.insert(out.ids.end(), head.begin(), head.end());
@@ -85,6 +88,14 @@ Result<LaidOut> BuildLayout::operator()(std::string_view qtype_name, std::string
   }
   out.state_tokens = static_cast<uint32_t>(state_ids.size());
   out.state_tokens_used = static_cast<uint32_t>(std::min(used, out.ids.size() > prefix ? out.ids.size() - prefix : 0));
+  // What survived the cut to max_len: the question sits at [1, 1 + head), option j at [marker, marker +
+  // its ids) with its mask first; every marker is below max_len (checked above).
+  const size_t len = out.ids.size();
+  out.question_tokens_used = static_cast<uint32_t>(std::min(head.size(), len > 1 ? len - 1 : 0));
+  for (size_t j = 0; j < opts.size(); ++j) {
+    const size_t kept = std::min(opts[j].size(), len - out.markers[j]);
+    out.option_tokens_used.push_back(static_cast<uint32_t>(kept - 1));
+  }
   return out;
 }
 

@@ -4,7 +4,9 @@
 // with Laya's budgets as kime reproduces them: each option keeps 48 tokens; when the options (masks
 // included) leave fewer than 16 of head_max_len, each is cut to max(4, (head_max_len - 16) / k) (mask
 // included); the question keeps max(8, head_max_len - option tokens); room = max(0, max_len - len - 1);
-// the result is cut to max_len and a question that loses a marker to that cut is an error.
+// the result is cut to max_len and a question that loses a marker to that cut is an error. User text
+// (state, question, options) is encoded with special-token matching off, so "[CLS]" typed by a user is
+// text; the structural tokens are only the layout's own. What each cut removed is reported per field.
 #pragma once
 
 #include <cstdint>
@@ -31,11 +33,16 @@ struct CompatSpecials {
   uint32_t mask = 0;
 };
 
+// Token counts of each piece of user text: as encoded, and what the budgets kept of it.
 struct LaidOut {
   std::vector<uint32_t> ids;
   std::vector<uint32_t> markers;  // one per option, positions within ids
   uint32_t state_tokens = 0;       // of the whole state
   uint32_t state_tokens_used = 0;  // that fit
+  uint32_t question_tokens = 0;    // of "<qtype> question: <question>"
+  uint32_t question_tokens_used = 0;
+  std::vector<uint32_t> option_tokens;       // per option, of " <option>" (its mask not counted)
+  std::vector<uint32_t> option_tokens_used;
 };
 
 class BuildLayout {

@@ -25,18 +25,23 @@ constexpr auto kGoodbyeWait = std::chrono::seconds(5);
 
 }  // namespace
 
-int run_coordinator(const config::Deployment& deployment, const worker::Topology& topology,
-                    worker::Transport& transport, const std::atomic<bool>& stop,
-                    const std::function<void(uint16_t port)>& on_listening) {
+CoordinatorExit run_coordinator(const config::Deployment& deployment, const worker::Topology& topology,
+                                worker::Transport& transport, const std::atomic<bool>& stop,
+                                const std::function<void(uint16_t port)>& on_listening) {
   worker::name_this_thread("mpi");
   RankTable ranks(topology, deployment.batcher.max_inflight_per_rank);
   Metrics metrics;
   ControlPlane control(transport, topology, deployment.health, ranks, metrics);
-  // Every way out before serving tells the workers, which would otherwise wait for a silence.
+  // Every way out tells the workers, which would otherwise wait for a silence: goodbye when all are
+  // alive (every rank then finalizes and Open MPI stays quiet), an Abort when one is dead or silent.
+  auto end_job = [&](int code, const std::string& why) -> CoordinatorExit {
+    if (!control.lost_a_rank() && control.shutdown_workers(kGoodbyeWait)) return {code, true};
+    control.abort_workers(why);
+    return {code, false};
+  };
   auto fail = [&](int code, const std::string& why) {
     log::error("{}", why);
-    control.abort_workers(why);
-    return code;
+    return end_job(code, why);
   };
   const config::Model* model = deployment.model(config::Role::kScorer);
   if (model == nullptr || topology.workers().size() != topology.ranks_with(config::Role::kScorer).size()) {
@@ -46,6 +51,18 @@ int run_coordinator(const config::Deployment& deployment, const worker::Topology
   }
   auto buckets = config::serving_buckets(deployment);
   if (!buckets.ok()) return fail(kExitError, buckets.error().message());
+
+  // The listener first: a busy port is found now, not after every worker has loaded its weights.
+  worker::BlockingQueue<Dispatch> outbox;
+  Batcher batcher(deployment, buckets.value(), ranks, outbox, metrics);
+  Api api(deployment, buckets.value(), batcher, ranks, metrics);
+  auto server = HttpServer::start(deployment.server, deployment.limits, api);
+  if (!server.ok()) {
+    batcher.stop(unavailable("the server could not start"));
+    return fail(kExitError, fmt::format("{}: {}", deployment.origin, server.error().message()));
+  }
+  log::info("listening on http://{}:{} (503 until every rank is ready)", deployment.server.host,
+            server.value()->port());
 
   // Rank 0 opens the model and tokenizer while the workers load theirs; the control plane keeps
   // heartbeating meanwhile. A detached thread: a load cannot be cancelled, and must not hold up an exit.
@@ -64,10 +81,12 @@ int run_coordinator(const config::Deployment& deployment, const worker::Topology
     return ok_status();
   };
   if (Status s = control.wait_ready(stop, rank0_failed); !s.ok()) {
+    server.value()->stop_accepting();
     if (s.error().kind() != ErrorKind::kCancelled) return fail(kExitStartup, s.error().message());
-    return control.shutdown_workers(kGoodbyeWait) ? kExitClean : kExitError;
+    CoordinatorExit e = end_job(kExitClean, "stopped while the workers were loading");
+    if (!e.orderly) e.code = kExitError;
+    return e;
   }
-  worker::BlockingQueue<Dispatch> outbox;
   control.drain(outbox, [&] { return opened.has_value() || loaded.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
                 std::chrono::seconds(deployment.health.startup_timeout_s));
   if (Status s = rank0_failed(); !s.ok()) return fail(kExitStartup, s.error().message());
@@ -76,18 +95,14 @@ int run_coordinator(const config::Deployment& deployment, const worker::Topology
                                           deployment.health.startup_timeout_s));
   }
   auto& frontend = *opened;
-
-  Batcher batcher(deployment, buckets.value(), ranks, outbox, metrics);
-  Api api(deployment, *frontend.value(), buckets.value(), batcher, ranks, metrics);
-  auto server = HttpServer::start(deployment.server, deployment.limits, api);
-  if (!server.ok()) {
-    batcher.stop(unavailable("the server could not start"));
-    return fail(kExitError, server.error().message());
-  }
+  api.open(*frontend.value());
   on_listening(server.value()->port());
 
   int code = control.serve(outbox, stop);
+  // New connections are refused from here (the port is free for a relaunch); those open are answered,
+  // with 503 for new work, and closed after their next answer.
   api.refuse_work();
+  server.value()->stop_accepting();
   if (code == kExitClean) {
     log::info("stopping: finishing the work in hand");
     control.drain(outbox, [&] { return batcher.depth() == 0 && ranks.inflight_batches() == 0; }, kWorkDrain);
@@ -101,12 +116,16 @@ int run_coordinator(const config::Deployment& deployment, const worker::Topology
   if (code == kExitClean && control.lost_a_rank()) code = kExitRankDied;  // stopped during the grace
   if (code != kExitClean) {
     control.abort_workers(why);
-    return code;
+    return {code, false};
   }
   if (!control.shutdown_workers(kGoodbyeWait)) {
-    return fail(kExitError, fmt::format("not every worker said goodbye within {} s", kGoodbyeWait.count()));
+    const std::string late = fmt::format("not every worker said goodbye within {} s", kGoodbyeWait.count());
+    log::error("{}", late);
+    control.abort_workers(late);
+    return {kExitError, false};
   }
-  return kExitClean;
+  log::info("stopped cleanly");
+  return {kExitClean, true};
 }
 
 }  // namespace tandem::coordinator

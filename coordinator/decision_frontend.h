@@ -25,6 +25,8 @@ class DecisionFrontend {
   const std::string& name() const { return name_; }
   uint32_t vocab() const { return model_->vocab(); }
   const io::LayaAgentConfig& laya() const { return model_->laya(); }
+  uint32_t max_sequence_tokens() const { return model_->max_sequence_tokens(); }
+  std::string max_sequence_source() const { return model_->max_sequence_source(); }
   const BuildLayout& layout() const { return *layout_; }
   // softmax(logits / T) with T for the question type and option count.
   std::vector<float> probabilities(std::span<const float> logits, uint8_t qtype) const;

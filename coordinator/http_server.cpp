@@ -37,6 +37,10 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
 
+HttpResponse internal_error(const std::string& what) {
+  return error_response(ApiError{500, fmt::format("internal error: {}", what), "internal_error", std::nullopt});
+}
+
 HttpResponse error_response(const ApiError& error) {
   HttpResponse r;
   r.status = error.status;
@@ -55,6 +59,7 @@ struct ServerCore {
   config::Limits limits;
   HttpHandler& handler;
   std::atomic<size_t> sessions{0};  // declared before the io_context: sessions it destroys count down here
+  std::atomic<bool> draining{false};  // stop_accepting(): every answer from now on closes its connection
   net::io_context ioc;
 };
 
@@ -64,11 +69,16 @@ struct HttpServer::Impl : ServerCore {
   using ServerCore::ServerCore;
   void accept();
 
+  // Takes the connections the kernel has completed but not handed over yet, then closes the listener:
+  // on its strand, so no accept handler runs meanwhile.
+  void close_listener();
+
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
-  tcp::acceptor acceptor{ioc};
+  tcp::acceptor acceptor{net::make_strand(ioc)};  // its handlers run on this strand
   uint16_t port = 0;
   std::vector<std::thread> threads;
   std::atomic<bool> stopped{false};
+  std::atomic<bool> accepting{true};
 };
 
 namespace {
@@ -78,6 +88,7 @@ class Session;
 class ExchangeImpl final : public Exchange {
  public:
   explicit ExchangeImpl(std::weak_ptr<Session> session) : session_(std::move(session)) {}
+  using Exchange::reply;
   void reply(std::function<HttpResponse()> make) override;
   void on_abandon(std::function<void()> callback) override { abandon_ = std::move(callback); }
   // Claims the right to answer; false if an answer is already on its way.
@@ -216,6 +227,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto req = parser_->release();
     started_ = SteadyClock::now();
     keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
     target_ = std::string(req.target());
     HttpRequest request;
     request.method = std::string(req.method_string());
@@ -234,7 +246,13 @@ class Session : public std::enable_shared_from_this<Session> {
                                             "timeout", std::nullopt}));
     });
     watch_client();
-    server_.handler.handle(std::move(request), exchange_);
+    // No handler error may leave the connection waiting: what escapes the handler is answered here.
+    try {
+      server_.handler.handle(std::move(request), exchange_);
+    } catch (const std::exception& e) {
+      log::error("http: the handler of {} threw: {}", target_, e.what());
+      exchange_->reply(internal_error(e.what()));
+    }
   }
 
   // While an answer is pending, a socket that reads end-of-file means the client hung up. Readiness
@@ -251,8 +269,7 @@ class Session : public std::enable_shared_from_this<Session> {
       self->exchange_->abandon();
       self->waiting_ = false;
       self->request_timer_.cancel();
-      self->target_ += " (client left)";
-      self->server_.handler.record(self->target_, 499, self->seconds());
+      self->server_.handler.record(self->target_, 499, self->seconds());  // 499: the client left
       self->close();
     });
   }
@@ -270,15 +287,16 @@ class Session : public std::enable_shared_from_this<Session> {
     response_.set(http::field::server, "tandem");
     response_.set(http::field::content_type, r.content_type);
     for (const auto& [k, v] : r.headers) response_.set(k, v);
-    response_.keep_alive(keep_alive_ && !close_after);
+    response_.keep_alive(keep_alive_ && !close_after && !server_.draining.load());
     response_.body() = std::move(r.body);
     response_.prepare_payload();
+    if (head_) response_.body().clear();  // HEAD: GET's headers, Content-Length included, and no body
     stream_.expires_after(std::chrono::milliseconds(server_.limits.read_timeout_ms));
     http::async_write(stream_, response_, [self = shared_from_this(), close_after](beast::error_code ec, size_t) {
       self->stream_.expires_never();
       self->server_.handler.record(self->target_, self->response_.result_int(), self->seconds());
       if (ec) return self->close();
-      if (close_after || !self->keep_alive_) return self->linger();
+      if (close_after || !self->response_.keep_alive()) return self->linger();
       self->wait_for_request();
     });
   }
@@ -325,6 +343,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool read_timed_out_ = false;
   bool waiting_ = false;
   bool keep_alive_ = true;
+  bool head_ = false;  // the pending request is a HEAD
 };
 
 void ExchangeImpl::reply(std::function<HttpResponse()> make) {
@@ -332,7 +351,14 @@ void ExchangeImpl::reply(std::function<HttpResponse()> make) {
   auto session = session_.lock();
   if (!session) return;  // the connection is gone: nobody to answer
   net::post(session->executor(), [weak = session_, make = std::move(make)] {
-    if (auto s = weak.lock()) s->deliver(make());
+    auto s = weak.lock();
+    if (!s) return;
+    try {
+      s->deliver(make());
+    } catch (const std::exception& e) {
+      log::error("http: making an answer threw: {}", e.what());
+      s->deliver(internal_error(e.what()));
+    }
   });
 }
 
@@ -340,7 +366,7 @@ void ExchangeImpl::reply(std::function<HttpResponse()> make) {
 
 void HttpServer::Impl::accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    if (stopped.load()) return;
+    if (stopped.load() || !accepting.load()) return;
     if (!ec) {
       const bool over = sessions.load() >= limits.max_connections;
       std::make_shared<Session>(std::move(socket), *this)->start(over);
@@ -349,6 +375,18 @@ void HttpServer::Impl::accept() {
     }
     accept();
   });
+}
+
+void HttpServer::Impl::close_listener() {
+  beast::error_code ec;
+  if (!acceptor.is_open()) return;
+  acceptor.non_blocking(true, ec);
+  while (!ec) {
+    tcp::socket socket(net::make_strand(ioc));
+    acceptor.accept(socket, ec);
+    if (!ec) std::make_shared<Session>(std::move(socket), *this)->start(sessions.load() >= limits.max_connections);
+  }
+  acceptor.close(ec);
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -369,6 +407,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const config::Listener& li
   impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (ec) return fail("reuse_address");
   impl->acceptor.bind(endpoint, ec);
+  if (ec == net::error::address_in_use) {
+    return Error::make(ErrorKind::kIo,
+                       "cannot listen on {}:{}: the port is in use by another process; stop it or set server.port to "
+                       "another port (0 picks a free one)",
+                       listener.host, listener.port);
+  }
   if (ec) return fail("bind");
   impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) return fail("listen");
@@ -396,9 +440,16 @@ HttpServer::~HttpServer() { stop(); }
 
 uint16_t HttpServer::port() const { return impl_->port; }
 
+void HttpServer::stop_accepting() {
+  impl_->draining.store(true);
+  if (!impl_->accepting.exchange(false)) return;
+  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] { impl->close_listener(); });
+}
+
 void HttpServer::stop() {
   if (impl_->stopped.exchange(true)) return;
-  net::post(impl_->ioc, [impl = impl_.get()] {
+  impl_->accepting.store(false);
+  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
   });

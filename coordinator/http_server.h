@@ -1,8 +1,9 @@
 // HttpServer: HTTP/1.1 with keep-alive on Boost.Beast over Boost.Asio, with the limits of serving.md:
 // a body limit (413) and header limit (431), a whole-request read deadline against slow clients
 // (408), an idle timeout, a connection limit (503), a per-request deadline (504), and cancellation when
-// the client disconnects while its answer is pending. Routing is the handler's; each connection runs
-// on its own strand of `io_threads` threads named "http-io". A pimpl: no Asio in this header.
+// the client disconnects while its answer is pending. Routing is the handler's (HEAD requests reach it
+// as "HEAD" and are answered with headers only); what a handler throws is answered 500. Each connection
+// runs on its own strand of `io_threads` threads named "http-io". A pimpl: no Asio in this header.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 HttpResponse error_response(const ApiError& error);
+HttpResponse internal_error(const std::string& what);  // 500, for what a handler did not expect
 
 // One request awaiting its answer, shared by the connection and whoever answers it.
 class Exchange {
@@ -62,6 +64,10 @@ class HttpServer {
                                                    HttpHandler& handler);
   ~HttpServer();  // stop()
   uint16_t port() const;
+  // The start of an orderly stop: the listener closes (new connections are refused, the port is free),
+  // connections already accepted keep being served, and every answer from now on carries "Connection:
+  // close", so no client sends a request into a connection that stop() is about to close.
+  void stop_accepting();
   // Stops accepting, closes every connection and joins the I/O threads.
   void stop();
 

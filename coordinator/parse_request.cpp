@@ -1,11 +1,13 @@
-// Request body parsing (parse_request.h) with nlohmann::json; its exceptions stop here. Unknown fields
-// are errors, not ignored: a typo must not silently change an answer.
+// Request body parsing (parse_request.h) with nlohmann::json through its SAX interface, so no exception
+// is raised at all and a parse failure names its field. Unknown fields are errors, not ignored: a typo
+// must not silently change an answer.
 #include "coordinator/parse_request.h"
 
 #include <nlohmann/json.hpp>
 
 #include <array>
 #include <initializer_list>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -72,18 +74,100 @@ int json_depth(std::string_view body) {
   return deepest;
 }
 
+// SAX events to nlohmann's own DOM builder, keeping the path of the value being read, so that whatever
+// the parser refuses (bad syntax, invalid UTF-8, a number past a double such as 1e999) is named by the
+// field it happened in. No exception leaves: the builder runs with exceptions off and parse_error keeps
+// the parser's message.
+class PathTrackingSax {
+ public:
+  explicit PathTrackingSax(json& root) : dom_(root, false) {}
+
+  bool null() { return enter(), dom_.null(); }
+  bool boolean(bool v) { return enter(), dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return enter(), dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return enter(), dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& text) { return enter(), dom_.number_float(v, text); }
+  bool string(json::string_t& v) { return enter(), dom_.string(v); }
+  bool binary(json::binary_t& v) { return enter(), dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    frames_.push_back(Frame{enter(), false, 0, {}, false});
+    return dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    frames_.back().key = k;
+    frames_.back().key_pending = true;
+    return dom_.key(k);
+  }
+  bool end_object() {
+    frames_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    frames_.push_back(Frame{enter(), true, 0, {}, false});
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    frames_.pop_back();
+    return dom_.end_array();
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    std::string what = e.what();
+    const auto cut = what.find("] ");
+    if (what.rfind("[json.exception", 0) == 0 && cut != std::string::npos) what = what.substr(cut + 2);
+    error_ = std::move(what);
+    where_ = next_path();
+    return false;
+  }
+
+  const std::string& error() const { return error_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  struct Frame {
+    std::string path;  // of the array or object itself
+    bool array;
+    size_t count;      // elements begun (arrays)
+    std::string key;   // the last key read (objects)
+    bool key_pending;  // read, its value not begun yet
+  };
+  static std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : at(path, key); }
+  // The path of a value that begins now; advances the container's position.
+  std::string enter() {
+    if (frames_.empty()) return {};
+    Frame& f = frames_.back();
+    if (f.array) return at(f.path, f.count++);
+    f.key_pending = false;
+    return join(f.path, f.key);
+  }
+  // Where a failure falls: the element or the key's value being read, else the container itself.
+  std::string next_path() const {
+    if (frames_.empty()) return {};
+    const Frame& f = frames_.back();
+    if (f.array) return at(f.path, f.count);
+    return f.key_pending ? join(f.path, f.key) : f.path;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<Frame> frames_;
+  std::string error_;
+  std::string where_;
+};
+
 ApiResult<json> parse_object(std::string_view body) {
   if (json_depth(body) > kMaxJsonDepth) {
     return bad_request(fmt::format("the body nests arrays and objects deeper than {} levels", kMaxJsonDepth));
   }
   json j;
+  PathTrackingSax sax(j);
+  bool parsed = false;
   try {
-    j = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const auto cut = what.find("] ");
-    if (what.rfind("[json.exception", 0) == 0 && cut != std::string::npos) what = what.substr(cut + 2);
-    return bad_request(fmt::format("the body is not valid JSON: {}", what));
+    parsed = json::sax_parse(body.begin(), body.end(), &sax);
+  } catch (const std::exception& e) {  // allocation failures: the parser's own errors come to parse_error
+    return bad_request(fmt::format("the body could not be parsed: {}", e.what()));
+  }
+  if (!parsed) {
+    if (sax.where().empty()) return bad_request(fmt::format("the body is not valid JSON: {}", sax.error()));
+    return bad_request(fmt::format("the body is not valid JSON at {}: {}", sax.where(), sax.error()), sax.where());
   }
   if (!j.is_object()) return bad_request(fmt::format("the body must be a JSON object, not {}", kind(j)));
   return j;
@@ -151,6 +235,11 @@ ApiResult<SequenceInput> sequence_of(const json& j, const std::string& path, con
                        fmt::format("the vocabulary of {} tokens", limits.vocab));
   if (!ids.ok()) return ids.error();
   s.ids = std::move(ids.value());
+  if (limits.max_model_tokens != 0 && s.ids.size() > limits.max_model_tokens) {
+    return unprocessable(fmt::format("{} has {} tokens; the model takes at most {} ({})", at(path, "ids"),
+                                     s.ids.size(), limits.max_model_tokens, limits.model_limit),
+                         at(path, "ids"));
+  }
   if (s.ids.size() > limits.max_sequence_tokens) {
     return unprocessable(fmt::format("{} has {} tokens; a sequence may have at most {}", at(path, "ids"), s.ids.size(),
                                      limits.max_sequence_tokens),

@@ -56,17 +56,23 @@ std::string layout_param(size_t index, const Error& error) {
 
 }  // namespace
 
-Api::Api(const config::Deployment& deployment, const DecisionFrontend& scorer, const ir::BucketTable& buckets,
-         Batcher& batcher, RankTable& ranks, Metrics& metrics)
-    : deployment_(deployment), scorer_(scorer), buckets_(buckets), batcher_(batcher), ranks_(ranks), metrics_(metrics) {
+Api::Api(const config::Deployment& deployment, const ir::BucketTable& buckets, Batcher& batcher, RankTable& ranks,
+         Metrics& metrics)
+    : deployment_(deployment), buckets_(buckets), batcher_(batcher), ranks_(ranks), metrics_(metrics) {
   const auto ceiling = buckets_.ceiling("compat").value_or(ir::Bucket{});
-  limits_.vocab = scorer_.vocab();
   limits_.max_sequences = deployment.limits.max_sequences;
   limits_.max_questions = deployment.limits.max_questions;
   limits_.max_options = deployment.limits.max_options;
   limits_.max_request_tokens = deployment.limits.max_request_tokens;
   limits_.max_sequence_tokens = std::min(deployment.batcher.max_batch_tokens, ceiling.tokens);
   limits_.max_sequence_markers = ceiling.picks;
+}
+
+void Api::open(const DecisionFrontend& scorer) {
+  limits_.vocab = scorer.vocab();
+  limits_.max_model_tokens = scorer.max_sequence_tokens();
+  limits_.model_limit = scorer.max_sequence_source();
+  scorer_.store(&scorer, std::memory_order_release);
 }
 
 void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
@@ -76,24 +82,39 @@ void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     return exchange->reply(error_response(ApiError{404, fmt::format("no route {}", path), "not_found", std::nullopt}));
   }
   const bool post = path == "/v1/decide" || path == "/v1/score";
-  if (request.method != (post ? "POST" : "GET")) {
-    HttpResponse r = error_response(
-        ApiError{405, fmt::format("{} takes {}, not {}", path, post ? "POST" : "GET", request.method),
-                 "method_not_allowed", std::nullopt});
-    r.headers.emplace_back("Allow", post ? "POST" : "GET");
+  // HEAD is GET without the body (load balancers probe /health with it); the server drops the body.
+  const bool allowed = post ? request.method == "POST" : (request.method == "GET" || request.method == "HEAD");
+  if (!allowed) {
+    const char* methods = post ? "POST" : "GET, HEAD";
+    HttpResponse r = error_response(ApiError{405, fmt::format("{} takes {}, not {}", path, methods, request.method),
+                                             "method_not_allowed", std::nullopt});
+    r.headers.emplace_back("Allow", methods);
     return exchange->reply(std::move(r));
   }
   if (path == "/health") return exchange->reply(health());
-  if (path == "/v1/models") return exchange->reply(models());
   if (path == "/metrics") return exchange->reply(metrics());
+  const DecisionFrontend* scorer = scorer_.load(std::memory_order_acquire);
+  if (scorer == nullptr) {
+    return exchange->reply(error_response(unavailable(fmt::format("the server is starting: {}", starting()))));
+  }
+  if (path == "/v1/models") return exchange->reply(models(*scorer));
   if (!json_content_type(request.content_type)) {
     return exchange->reply(error_response(ApiError{
         415, fmt::format("Content-Type '{}' is not application/json", request.content_type), "unsupported_media_type",
         "Content-Type"}));
   }
   if (refusing_.load()) return exchange->reply(error_response(unavailable("the server is shutting down")));
-  if (path == "/v1/score") return score(request, exchange);
-  decide(request, exchange);
+  if (path == "/v1/score") return score(*scorer, request, exchange);
+  decide(*scorer, request, exchange);
+}
+
+std::string Api::starting() const {
+  std::string loading = ranks_.problem().value_or("");
+  if (scorer_.load(std::memory_order_acquire) == nullptr) {
+    const config::Model* m = deployment_.model(config::Role::kScorer);
+    loading += fmt::format("{}rank 0 is opening {}", loading.empty() ? "" : "; ", m ? m->dir : "the model");
+  }
+  return loading;
 }
 
 void Api::record(const std::string& target, unsigned status, double seconds) {
@@ -102,9 +123,9 @@ void Api::record(const std::string& target, unsigned status, double seconds) {
   metrics_.count_request(known ? path : "other", status, seconds);
 }
 
-std::optional<ApiError> Api::check_model(const std::optional<std::string>& model) const {
-  if (!model || *model == scorer_.name()) return std::nullopt;
-  return ApiError{404, fmt::format("model '{}' is not served here; available: {}", *model, scorer_.name()),
+std::optional<ApiError> Api::check_model(const DecisionFrontend& scorer, const std::optional<std::string>& model) const {
+  if (!model || *model == scorer.name()) return std::nullopt;
+  return ApiError{404, fmt::format("model '{}' is not served here; available: {}", *model, scorer.name()),
                   "model_not_found", "model"};
 }
 
@@ -123,22 +144,22 @@ std::optional<ApiError> Api::check_fits(const std::vector<SequenceInput>& sequen
   return std::nullopt;
 }
 
-void Api::score(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange) {
+void Api::score(const DecisionFrontend& scorer, const HttpRequest& request, const std::shared_ptr<Exchange>& exchange) {
   auto parsed = parse_score_request(request.body, limits_);
   if (!parsed.ok()) return exchange->reply(error_response(parsed.error()));
   ScoreRequest& r = parsed.value();
-  if (auto e = check_model(r.model)) return exchange->reply(error_response(*e));
+  if (auto e = check_model(scorer, r.model)) return exchange->reply(error_response(*e));
   if (auto e = check_fits(r.sequences, "sequences")) return exchange->reply(error_response(*e));
-  const DecisionFrontend& scorer = scorer_;
   submit(std::move(r.sequences), exchange, [&scorer](const Job& job) { return score_answer(scorer, job); });
 }
 
-void Api::decide(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange) {
+void Api::decide(const DecisionFrontend& scorer, const HttpRequest& request,
+                 const std::shared_ptr<Exchange>& exchange) {
   auto parsed = parse_decide_request(request.body, limits_);
   if (!parsed.ok()) return exchange->reply(error_response(parsed.error()));
   DecideRequest& r = parsed.value();
-  if (auto e = check_model(r.model)) return exchange->reply(error_response(*e));
-  const BuildLayout& layout = scorer_.layout();
+  if (auto e = check_model(scorer, r.model)) return exchange->reply(error_response(*e));
+  const BuildLayout& layout = scorer.layout();
   auto state = layout.encode_state(r.state);
   if (!state.ok()) return exchange->reply(error_response(unprocessable(state.error().message(), "state")));
   std::vector<SequenceInput> sequences;
@@ -152,8 +173,10 @@ void Api::decide(const HttpRequest& request, const std::shared_ptr<Exchange>& ex
           fmt::format("question '{}': {}", q.id, laid.error().message()), layout_param(i, laid.error()))));
     }
     tokens += laid.value().ids.size();
-    metas.push_back(QuestionMeta{q.id, std::move(q.options), laid.value().state_tokens, laid.value().state_tokens_used});
-    sequences.push_back(SequenceInput{std::move(laid.value().ids), std::move(laid.value().markers), q.qtype});
+    LaidOut& l = laid.value();
+    metas.push_back(QuestionMeta{q.id, std::move(q.options), l.state_tokens, l.state_tokens_used, l.question_tokens,
+                                 l.question_tokens_used, std::move(l.option_tokens), std::move(l.option_tokens_used)});
+    sequences.push_back(SequenceInput{std::move(l.ids), std::move(l.markers), q.qtype});
   }
   if (tokens > limits_.max_request_tokens) {
     return exchange->reply(error_response(too_large(
@@ -162,7 +185,6 @@ void Api::decide(const HttpRequest& request, const std::shared_ptr<Exchange>& ex
         "questions")));
   }
   if (auto e = check_fits(sequences, "questions")) return exchange->reply(error_response(*e));
-  const DecisionFrontend& scorer = scorer_;
   submit(std::move(sequences), exchange,
          [&scorer, metas = std::move(metas)](const Job& job) { return decide_answer(scorer, job, metas); });
 }
@@ -192,14 +214,15 @@ void Api::submit(std::vector<SequenceInput> sequences, const std::shared_ptr<Exc
 }
 
 HttpResponse Api::health() const {
-  const auto problem = ranks_.problem();
+  std::optional<std::string> problem = ranks_.problem();
+  if (scorer_.load(std::memory_order_acquire) == nullptr) problem = "the server is starting: " + starting();
   json body = {{"status", problem ? "unavailable" : "ok"}, {"ranks", ranks_json(ranks_.view())}};
   if (!problem) return json_response(200, body);
   body["error"] = {{"message", *problem}, {"type", "unavailable"}, {"param", nullptr}};
   return json_response(503, body);
 }
 
-HttpResponse Api::models() const {
+HttpResponse Api::models(const DecisionFrontend& scorer) const {
   json ranks = json::array();
   for (const RankView& v : ranks_.view()) {
     if (v.role != config::Role::kScorer) continue;
@@ -211,14 +234,14 @@ HttpResponse Api::models() const {
                      {"plan_bytes", v.info.plan_bytes}});
   }
   const config::Model* m = deployment_.model(config::Role::kScorer);
-  json model = {{"id", scorer_.name()},
+  json model = {{"id", scorer.name()},
                 {"object", "model"},
                 {"owned_by", "tandem"},
                 {"role", "scorer"},
                 {"dir", m ? m->dir : ""},
-                {"vocab", scorer_.vocab()},
-                {"max_len", scorer_.laya().max_len},
-                {"head_max_len", scorer_.laya().head_max_len},
+                {"vocab", scorer.vocab()},
+                {"max_len", scorer.laya().max_len},
+                {"head_max_len", scorer.laya().head_max_len},
                 {"ranks", std::move(ranks)}};
   return json_response(200, {{"object", "list"}, {"data", json::array({std::move(model)})}});
 }

@@ -17,31 +17,38 @@
 
 namespace tandem::coordinator {
 
+// It serves from the moment rank 0 binds its port, before the model is open: until open(), /health and
+// /v1/models answer 503 naming what is still loading, /metrics answers, and scoring requests get 503.
 class Api final : public HttpHandler {
  public:
-  Api(const config::Deployment& deployment, const DecisionFrontend& scorer, const ir::BucketTable& buckets,
-      Batcher& batcher, RankTable& ranks, Metrics& metrics);
+  Api(const config::Deployment& deployment, const ir::BucketTable& buckets, Batcher& batcher, RankTable& ranks,
+      Metrics& metrics);
 
+  // Rank 0 has opened the model and tokenizer: requests are scored from now on. Call once.
+  void open(const DecisionFrontend& scorer);
   void handle(HttpRequest request, std::shared_ptr<Exchange> exchange) override;
   void record(const std::string& target, unsigned status, double seconds) override;
   // From now on every scoring request gets 503 (the job is stopping).
   void refuse_work() { refusing_ = true; }
 
  private:
-  void score(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange);
-  void decide(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange);
+  void score(const DecisionFrontend& scorer, const HttpRequest& request, const std::shared_ptr<Exchange>& exchange);
+  void decide(const DecisionFrontend& scorer, const HttpRequest& request, const std::shared_ptr<Exchange>& exchange);
   // Queues the sequences as one job, wired to the exchange: `answer` makes the body when all are
   // scored, an error answers with its status, and a client that leaves cancels the job.
   void submit(std::vector<SequenceInput> sequences, const std::shared_ptr<Exchange>& exchange,
               std::function<std::string(const Job&)> answer);
-  std::optional<ApiError> check_model(const std::optional<std::string>& model) const;
+  std::optional<ApiError> check_model(const DecisionFrontend& scorer, const std::optional<std::string>& model) const;
   std::optional<ApiError> check_fits(const std::vector<SequenceInput>& sequences, const char* field) const;
+  // What is still loading, for 503s before open().
+  std::string starting() const;
   HttpResponse health() const;
-  HttpResponse models() const;
+  HttpResponse models(const DecisionFrontend& scorer) const;
   HttpResponse metrics() const;
 
   const config::Deployment& deployment_;
-  const DecisionFrontend& scorer_;
+  // Null until open(); limits_ is complete before it is published (release), read after (acquire).
+  std::atomic<const DecisionFrontend*> scorer_{nullptr};
   const ir::BucketTable& buckets_;
   Batcher& batcher_;
   RankTable& ranks_;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/backends/backend_factory.h"
+#include "engine/io/hf_config.h"
 #include "engine/spec/spec.h"
 #include "launch/commands.h"
 
@@ -36,12 +37,13 @@ struct GenerateArgs {
   int device = 0;
 };
 
-// Ids separated by commas and/or whitespace; `where` names the flag or file line in errors.
+// Ids separated by one comma and/or whitespace ("1,2, 3" or "1 2 3"); an empty entry ("1,,2", a
+// leading or trailing comma) is an error, as is anything that is not a token id. `where` names the flag
+// or file line in errors.
 Result<std::vector<uint32_t>> parse_ids(const std::string& text, const std::string& where) {
   std::vector<uint32_t> ids;
   std::string word;
-  std::istringstream in(text);
-  size_t index = 0;
+  bool entry_has_id = false;  // since the last comma
   auto flush = [&]() -> Status {
     if (word.empty()) return {};
     uint64_t v = 0;
@@ -52,22 +54,55 @@ Result<std::vector<uint32_t>> parse_ids(const std::string& text, const std::stri
       used = 0;
     }
     if (used != word.size() || word[0] == '-' || v > UINT32_MAX) {
-      return Error::make(ErrorKind::kInvalidArgument, "{}: entry {} '{}' is not a token id", where, index, word);
+      return Error::make(ErrorKind::kInvalidArgument, "{}: entry {} '{}' is not a token id", where, ids.size(), word);
     }
     ids.push_back(static_cast<uint32_t>(v));
-    ++index;
+    entry_has_id = true;
     word.clear();
     return {};
   };
-  for (char c; in.get(c);) {
-    if (c == ',' || std::isspace(static_cast<unsigned char>(c))) {
+  auto empty_entry = [&](const char* place) {
+    return Error::make(ErrorKind::kInvalidArgument, "{}: entry {} is empty ({}); separate ids with one comma", where,
+                       ids.size(), place);
+  };
+  bool commas = false;
+  for (const char c : text) {
+    if (c == ',') {
+      TANDEM_TRY(flush());
+      if (!entry_has_id) return empty_entry(ids.empty() ? "a comma before the first id" : "two commas in a row");
+      entry_has_id = false;
+      commas = true;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
       TANDEM_TRY(flush());
     } else {
       word += c;
     }
   }
   TANDEM_TRY(flush());
+  if (commas && !entry_has_id) return empty_entry("a comma after the last id");
   return ids;
+}
+
+// Prompt and generation within the target's positions (max_position_embeddings of its config.json).
+Status check_positions(const std::vector<std::vector<uint32_t>>& prompts, uint32_t max_tokens,
+                       const io::Qwen3Config& target, const std::string& config_path) {
+  const uint64_t limit = target.max_position_embeddings;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const uint64_t n = prompts[i].size();
+    if (n >= limit) {
+      return Error::make(ErrorKind::kInvalidArgument,
+                         "prompt {} has {} tokens; the target takes at most {} positions (max_position_embeddings in "
+                         "{}), so a prompt may have at most {}",
+                         i, n, limit, config_path, limit - 1);
+    }
+    if (n + max_tokens > limit) {
+      return Error::make(ErrorKind::kInvalidArgument,
+                         "prompt {} ({} tokens) + --max-tokens {} = {} positions; the target takes at most {} "
+                         "(max_position_embeddings in {}): ask for at most {} tokens",
+                         i, n, max_tokens, n + max_tokens, limit, config_path, limit - n);
+    }
+  }
+  return ok_status();
 }
 
 Result<std::vector<std::vector<uint32_t>>> read_prompts(const GenerateArgs& a) {
@@ -122,6 +157,9 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
   }
   TANDEM_ASSIGN(const auto prompts, read_prompts(a));
   TANDEM_ASSIGN(const auto stops, parse_ids(a.stop_ids, "--stop-ids"));
+  const std::string target_config = a.target + "/config.json";
+  TANDEM_ASSIGN(const io::Qwen3Config tcfg, io::load_qwen3_config(target_config));
+  TANDEM_TRY(check_positions(prompts, a.max_tokens, tcfg, target_config));
 
   std::vector<uint32_t> taps;
   uint32_t block = 1;

@@ -1,10 +1,19 @@
 // `tandem launch --config deploy.yaml [--hostfile F] [-- mpirun args]`: starts a serving job from its
-// YAML (serving.md "Launch"). It checks the deployment and the rank count (and the hostfile's slots)
-// before anything starts, shows each rank's role and GPU, sets the NCCL environment (never NVLink
-// multicast: NCCL_NVLS_ENABLE=0), runs `mpirun --enable-recovery ... tandem serve` and exits with the
-// coordinator's code. Recovery mode is what lets rank 0 outlive a dead worker to answer 503s; Open MPI
-// 4.1 then reports 0 whatever happened, so rank 0 writes its code to a file this command reads.
+// YAML (serving.md "Launch"). It checks the deployment and the rank count (and the hostfile's slots, or
+// this machine's cores: more ranks than cores on one machine get --oversubscribe, said so) before
+// anything starts, shows each rank's role and GPU, sets the NCCL environment (never NVLink multicast:
+// NCCL_NVLS_ENABLE=0), runs `mpirun --enable-recovery ... tandem serve` and exits with the coordinator's
+// code. Recovery mode is what lets rank 0 outlive a dead worker to answer 503s; Open MPI 4.1 then reports
+// 0 whatever happened, so rank 0 writes its code to a file this command reads.
+// Stopping: mpirun runs in its own process group, so a Ctrl-C reaches only this command, which asks
+// rank 0 for an orderly stop (SIGUSR1, which mpirun forwards to every rank), waits for it (the work in
+// hand answered, the port released, every rank gone) and returns its code; a second signal ends the
+// job at once (SIGTERM to mpirun). mpirun's stderr passes through MpiOutputFilter.
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,12 +24,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "config/config.h"
 #include "launch/commands.h"
+#include "launch/mpi_output_filter.h"
 
 namespace tandem::launch {
 namespace {
@@ -32,14 +44,58 @@ struct LaunchOptions {
   int np = 0;
   bool oversubscribe = false;
   bool dry_run = false;
+  bool raw_mpi_output = false;
   std::string exit_dir = "/tmp";   // where rank 0 leaves its exit code: a folder rank 0's node sees
   std::vector<std::string> extra;  // after `--`, passed to mpirun as they are
 };
 
-pid_t g_child = 0;
+// Signals seen, for the wait loop; the handler only counts (and wakes poll by interrupting it).
+volatile std::sig_atomic_t g_signals = 0;
+volatile std::sig_atomic_t g_last_signal = 0;
 
-extern "C" void forward_signal(int sig) {
-  if (g_child > 0) kill(g_child, sig);
+extern "C" void count_signal(int sig) {
+  g_signals = g_signals + 1;
+  g_last_signal = sig;
+}
+
+// The cores this process may run on, as Open MPI counts a machine's slots without a hostfile: distinct
+// (package, core) pairs of the CPUs in the affinity mask (hardware threads of one core count once).
+int local_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::set<std::pair<std::string, std::string>> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    const std::string topo = fmt::format("/sys/devices/system/cpu/cpu{}/topology/", cpu);
+    std::string package, core;
+    std::ifstream(topo + "physical_package_id") >> package;
+    std::ifstream(topo + "core_id") >> core;
+    if (package.empty() || core.empty()) core = "cpu" + std::to_string(cpu);  // unknown: a core of its own
+    cores.insert({package, core});
+  }
+  return cores.empty() ? 1 : static_cast<int>(cores.size());
+}
+
+// Whether the mpirun arguments after `--` place ranks on hosts themselves.
+bool places_hosts(const std::vector<std::string>& extra) {
+  for (const std::string& a : extra) {
+    for (const char* flag : {"--host", "-host", "-H", "--hostfile", "-hostfile", "--machinefile", "-machinefile",
+                             "--default-hostfile", "--oversubscribe", "-oversubscribe"}) {
+      if (a == flag) return true;
+    }
+    if (a.find("OVERSUBSCRIBE") != std::string::npos) return true;
+  }
+  return false;
+}
+
+const char* meaning(int code) {
+  switch (code) {
+    case 1: return " (a configuration or listener error)";
+    case 2: return " (a start-up failure)";
+    case 3: return " (a rank died)";
+    default: return "";
+  }
 }
 
 // Open MPI hostfile slots: "host [slots=N] [max_slots=M]" per line, '#' comments; a host without
@@ -85,6 +141,99 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+// Runs mpirun (argv) in its own process group with stdin from /dev/null and, unless `raw`, its stderr
+// through MpiOutputFilter; forwards this command's SIGINT/SIGTERM as described at the top. Returns
+// mpirun's exit status (or 128 + signal), and whether Open MPI reported too few slots.
+std::pair<int, bool> run_mpirun(std::vector<std::string>& args, bool raw) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int err[2] = {-1, -1};
+  if (!raw && pipe2(err, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "tandem launch: pipe: %s\n", std::strerror(errno));
+    return {1, false};
+  }
+  struct sigaction counting {};
+  counting.sa_handler = count_signal;
+  sigemptyset(&counting.sa_mask);
+  sigaction(SIGINT, &counting, nullptr);  // no SA_RESTART: a signal interrupts poll and waitpid
+  sigaction(SIGTERM, &counting, nullptr);
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) {
+    std::fprintf(stderr, "tandem launch: fork: %s\n", std::strerror(errno));
+    return {1, false};
+  }
+  if (child == 0) {
+    // Its own group: a Ctrl-C on the terminal reaches this command only. Ended if this command dies.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    // Not the terminal: a background group reading it would be stopped (and no rank reads stdin).
+    const int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    if (!raw) dup2(err[1], STDERR_FILENO);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "tandem launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(child, child);
+  if (!raw) close(err[1]);
+  MpiOutputFilter filter;
+  auto pass = [](const std::string& text) {
+    if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stderr);
+  };
+  int handled = 0;
+  int status = 0;
+  bool exited = false;
+  bool open = !raw;
+  while (!exited || open) {
+    while (handled < g_signals) {
+      ++handled;
+      const char* name = g_last_signal == SIGINT ? "SIGINT" : "SIGTERM";
+      if (handled == 1) {
+        std::fprintf(stderr,
+                     "tandem launch: %s: stopping the job (the work in hand is answered first); a second signal ends "
+                     "it at once\n",
+                     name);
+        kill(child, SIGUSR1);  // mpirun forwards it to every rank; rank 0 stops, the workers ignore it
+      } else if (handled == 2) {
+        std::fprintf(stderr, "tandem launch: %s again: ending the job now\n", name);
+        kill(child, SIGTERM);
+      }
+    }
+    if (open) {
+      pollfd p{err[0], POLLIN, 0};
+      if (poll(&p, 1, 100) > 0) {
+        char chunk[8192];
+        const ssize_t n = read(err[0], chunk, sizeof chunk);
+        if (n > 0) {
+          pass(filter.feed(std::string_view(chunk, static_cast<size_t>(n))));
+        } else if (n == 0 || errno != EINTR) {
+          open = false;
+        }
+      }
+    } else {
+      usleep(50 * 1000);
+    }
+    if (!exited) {
+      const pid_t r = waitpid(child, &status, WNOHANG);
+      exited = r == child || (r < 0 && errno != EINTR);
+      // mpirun gone: what its ranks still hold of the pipe is drained without waiting on it.
+      if (exited && open) fcntl(err[0], F_SETFL, O_NONBLOCK);
+    }
+  }
+  if (!raw) {
+    pass(filter.finish());
+    close(err[0]);
+  }
+  std::fflush(stderr);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return {code, filter.slots_short()};
+}
+
 int launch(const LaunchOptions& o) {
   auto loaded = config::load_deployment(o.config);
   if (!loaded.ok()) {
@@ -98,6 +247,7 @@ int launch(const LaunchOptions& o) {
                  d.origin.c_str(), ranks, o.np);
     return 1;
   }
+  bool oversubscribe = o.oversubscribe;
   if (!o.hostfile.empty()) {
     auto slots = hostfile_slots(o.hostfile);
     if (!slots.ok()) {
@@ -109,6 +259,16 @@ int launch(const LaunchOptions& o) {
                    "tandem launch: %s has %u slots for the %d ranks of %s; add slots or pass --oversubscribe\n",
                    o.hostfile.c_str(), *slots, ranks, d.origin.c_str());
       return 1;
+    }
+  } else if (!oversubscribe && !places_hosts(o.extra)) {
+    // One machine: Open MPI gives it one slot per core and refuses more ranks than that; the coordinator
+    // and CPU scorers share cores well, so the job runs oversubscribed instead, and says so.
+    const int cores = local_cores();
+    if (cores < ranks) {
+      std::printf("tandem launch: %d ranks on the %d cores of this machine: passing --oversubscribe to mpirun (the "
+                  "ranks share the cores)\n",
+                  ranks, cores);
+      oversubscribe = true;
     }
   }
   for (int r = 0; r < ranks; ++r) {
@@ -149,7 +309,7 @@ int launch(const LaunchOptions& o) {
     args.push_back("--hostfile");
     args.push_back(o.hostfile);
   }
-  if (o.oversubscribe) args.push_back("--oversubscribe");
+  if (oversubscribe) args.push_back("--oversubscribe");
   args.insert(args.end(), o.extra.begin(), o.extra.end());
   std::error_code ec;
   const std::string config_abs = std::filesystem::absolute(o.config, ec).string();
@@ -165,38 +325,36 @@ int launch(const LaunchOptions& o) {
     std::remove(exit_file.c_str());
     return 0;
   }
-
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t child = fork();
-  if (child < 0) {
-    std::fprintf(stderr, "tandem launch: fork: %s\n", std::strerror(errno));
+  if (geteuid() == 0 && (std::getenv("OMPI_ALLOW_RUN_AS_ROOT") == nullptr ||
+                         std::getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == nullptr)) {
+    std::fprintf(stderr,
+                 "tandem launch: this runs as root, which mpirun refuses unless OMPI_ALLOW_RUN_AS_ROOT=1 and "
+                 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set; set both, or run as another user\n");
+    std::remove(exit_file.c_str());
     return 1;
   }
-  if (child == 0) {
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "tandem launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  g_child = child;
-  std::signal(SIGINT, forward_signal);
-  std::signal(SIGTERM, forward_signal);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  g_child = 0;
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+  auto [code, slots_short] = run_mpirun(args, o.raw_mpi_output);
   std::ifstream in(exit_file);
   int reported = -1;
   if (in >> reported) {
     code = reported;
+  } else if (slots_short) {
+    std::fprintf(stderr,
+                 "tandem launch: Open MPI has fewer slots than the %d ranks of %s; pass --oversubscribe (ranks share "
+                 "cores) or a --hostfile with more slots\n",
+                 ranks, d.origin.c_str());
+    code = 1;
   } else if (code == 0) {
     std::fprintf(stderr, "tandem launch: the coordinator reported no exit status (it died, or never started)\n");
     code = 1;
   }
   std::remove(exit_file.c_str());
-  if (code != 0) std::fprintf(stderr, "tandem launch: the job exited with %d\n", code);
+  if (code != 0) {
+    std::fprintf(stderr, "tandem launch: the job exited with %d%s\n", code, meaning(code));
+  } else if (g_signals > 0) {
+    std::fprintf(stderr, "tandem launch: the job stopped cleanly\n");
+  }
   return code;
 }
 
@@ -209,8 +367,11 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--hostfile", o->hostfile, "Open MPI hostfile for several nodes");
   cmd->add_option("--np", o->np, "rank count (checked against the YAML, which decides)");
   cmd->add_option("--mpirun", o->mpirun, "the mpirun to use");
-  cmd->add_flag("--oversubscribe", o->oversubscribe, "allow more ranks than cores or slots (CI, tests)");
+  cmd->add_flag("--oversubscribe", o->oversubscribe,
+                "allow more ranks than a hostfile's slots (on one machine it is added when the cores are fewer)");
   cmd->add_flag("--dry-run", o->dry_run, "check and print the mpirun command without running it");
+  cmd->add_flag("--raw-mpi-output", o->raw_mpi_output,
+                "pass mpirun's stderr on unfiltered (Open MPI's abort banners and PMIx errors included)");
   cmd->add_option("--exit-dir", o->exit_dir,
                   "folder for rank 0's exit code; on several nodes, one rank 0's node shares with this one");
   cmd->add_option("extra", o->extra, "after --: more mpirun arguments");

@@ -92,15 +92,24 @@ Result<Question> parse_sequence(const json& s, const std::string& field, uint32_
   return q;
 }
 
-Result<std::vector<Question>> read_questions(const std::string& path, uint32_t vocab) {
+// The sequences of the file, checked as POST /v1/score checks them: at least one, each within the
+// vocabulary and the checkpoint's length limits.
+Result<std::vector<Question>> read_questions(const std::string& path, const DecisionModel& model) {
   TANDEM_ASSIGN(const json j, io::read_json_file(path));
   if (!j.is_object() || !j.contains("sequences") || !j["sequences"].is_array()) {
     return field_error(path, "expected an object whose \"sequences\" is a list");
   }
+  if (j["sequences"].empty()) return field_error(path, "sequences is empty; give at least one sequence");
   std::vector<Question> out;
   for (size_t i = 0; i < j["sequences"].size(); ++i) {
-    auto q = parse_sequence(j["sequences"][i], fmt::format("sequences[{}]", i), vocab);
+    const std::string field = fmt::format("sequences[{}]", i);
+    auto q = parse_sequence(j["sequences"][i], field, model.vocab());
     if (!q.ok()) return std::move(q).error().context(path);
+    if (q->ids.size() > model.max_sequence_tokens()) {
+      return field_error(field + ".ids", fmt::format("{} tokens; the model takes at most {} ({})", q->ids.size(),
+                                                     model.max_sequence_tokens(), model.max_sequence_source()))
+          .context(path);
+    }
     out.push_back(std::move(q).value());
   }
   return out;
@@ -144,7 +153,7 @@ double shortest(float x) { return std::strtod(fmt::format("{}", x).c_str(), null
 Result<Printed> score(const ScoreOptions& o) {
   TANDEM_ASSIGN(const ir::Precision precision, ir::parse_precision(o.precision));
   TANDEM_ASSIGN(auto model, DecisionModel::load(o.model));
-  TANDEM_ASSIGN(const std::vector<Question> qs, read_questions(o.input, model->vocab()));
+  TANDEM_ASSIGN(const std::vector<Question> qs, read_questions(o.input, *model));
   backends::BackendOptions bo;
   bo.name = o.backend;
   bo.precision = precision;

@@ -1,12 +1,17 @@
 // `tandem serve --config deploy.yaml`: one rank of a serving job (serving.md, architecture.md
 // "Processes and ranks"). The Topology says which: the coordinator runs HTTP and the control plane,
-// workers load their role's model and run batches. A failed job ends through MPI_Abort, because
-// MPI_Finalize would wait forever for a dead rank; the coordinator's exit code also goes to
-// --exit-file, since `mpirun --enable-recovery` (which the 503 grace period needs) reports 0 whatever
-// the ranks returned (launch_command.cpp reads the file).
+// workers load their role's model and run batches. A job whose ranks are all alive ends with
+// MPI_Finalize on every rank, also when it fails (a bad deployment every rank reads, a busy port, a
+// worker that cannot load), so Open MPI adds nothing to the one line that says why; a job that lost a
+// rank ends through MPI_Abort, because MPI_Finalize would wait forever for it. The coordinator's exit
+// code also goes to --exit-file, since `mpirun --enable-recovery` (which the 503 grace period needs)
+// reports 0 whatever the ranks returned (launch_command.cpp reads the file); under it every rank exits 0
+// after an orderly end, which keeps mpirun quiet. Rank 0 stops on SIGINT, SIGTERM and SIGUSR1 (what
+// `tandem launch` sends through mpirun, which forwards it to every rank); workers ignore all three.
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -37,6 +42,8 @@ void write_exit_file(const std::string& path, int code) {
 }
 
 int serve(const ServeOptions& options) {
+  // Before anything else: SIGUSR1's default action would end the process.
+  std::signal(SIGUSR1, on_stop_signal);
   auto session = worker::MpiSession::init(nullptr, nullptr);
   if (!session.ok()) {
     std::fprintf(stderr, "tandem serve: %s\n", session.error().message().c_str());
@@ -45,42 +52,48 @@ int serve(const ServeOptions& options) {
   worker::MpiSession& mpi = *session.value();
   const bool reporter = worker::Topology::reports_errors(mpi.rank());
   log::init(fmt::format("rank {}", mpi.rank()), options.log_level);
-  // Every rank reads the file (one shared file system, or the same file on every node); only rank 0
-  // reports a mistake in it, so it is said once.
+  // The process's code after an orderly MPI_Finalize: under `tandem launch` (an exit file) 0, since the
+  // wrapper returns the file's code and mpirun --enable-recovery would only print noise for another.
+  auto finish = [&](int code) {
+    mpi.finalize();
+    return options.exit_file.empty() ? code : 0;
+  };
+  // Every rank reads the file (one shared file system, or the same file on every node) and stops at the
+  // same mistake; only rank 0 reports it, so it is said once, and all finalize together.
   auto fail = [&](const std::string& message, int code) {
     if (reporter) {
       log::error("{}", message);
       write_exit_file(options.exit_file, code);
     }
-    mpi.abort(code);
+    return finish(code);
   };
   auto deployment = config::load_deployment(options.config);
-  if (!deployment.ok()) fail(deployment.error().message(), coordinator::kExitError);
+  if (!deployment.ok()) return fail(deployment.error().message(), coordinator::kExitError);
   auto topology = worker::Topology::make(deployment.value(), mpi.rank(), mpi.size());
-  if (!topology.ok()) fail(topology.error().message(), coordinator::kExitError);
+  if (!topology.ok()) return fail(topology.error().message(), coordinator::kExitError);
   const config::Deployment& d = deployment.value();
   const worker::Topology& topo = topology.value();
+  auto buckets = config::serving_buckets(d);
+  if (!buckets.ok()) return fail(buckets.error().message(), coordinator::kExitError);
   auto transport = worker::make_mpi_transport();
 
   if (topo.is_coordinator()) {
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
-    const int code = coordinator::run_coordinator(d, topo, *transport, g_stop, [&](uint16_t port) {
+    const coordinator::CoordinatorExit end = coordinator::run_coordinator(d, topo, *transport, g_stop, [&](uint16_t port) {
       std::printf("tandem: serving %s at http://%s:%u (%zu scorer ranks)\n", d.model(config::Role::kScorer)->name.c_str(),
                   d.server.host.c_str(), static_cast<unsigned>(port), topo.ranks_with(config::Role::kScorer).size());
       std::fflush(stdout);
     });
-    write_exit_file(options.exit_file, code);
-    if (code != coordinator::kExitClean) mpi.abort(code);
-    mpi.finalize();
-    return 0;
+    write_exit_file(options.exit_file, end.code);
+    if (!end.orderly) mpi.abort(end.code);
+    return finish(end.code);
   }
 
-  // Workers stop when the coordinator says so; mpirun's SIGTERM on a Ctrl-C reaches it too.
+  // Workers stop when the coordinator says so (mpirun's signals reach them too).
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGTERM, SIG_IGN);
-  auto buckets = config::serving_buckets(d);
-  if (!buckets.ok()) fail(buckets.error().message(), coordinator::kExitError);
+  std::signal(SIGUSR1, SIG_IGN);
   worker::RunnerFactory factory;
   if (topo.role() == config::Role::kScorer) {
     const config::Model model = *d.model(config::Role::kScorer);
@@ -95,7 +108,10 @@ int serve(const ServeOptions& options) {
   const int code = worker::run_worker(*transport, topo, d.health, std::move(factory));
   if (code != 0) mpi.abort(code);
   mpi.finalize();
-  return 0;
+  // The compute thread may still be loading (a goodbye during the load does not wait for it):
+  // end without running static destructors under it.
+  std::fflush(nullptr);
+  std::_Exit(0);
 }
 
 }  // namespace

@@ -4,7 +4,13 @@ goldens tandem's C++ tokenizer must reproduce: tests/fixtures/tokenizer/{modernb
 and tests/fixtures/tokenizer/goldens.json. The ModernBERT-style one also ships as the decision model's
 tokenizer (models/decision-tiny/tokenizer/). Run on a machine with `tokenizers` (the GPU machine):
     python3 tools/make_tokenizer_fixture.py [--out REPO_ROOT]
-Deterministic: the corpus is generated from a fixed seed."""
+Deterministic: the corpus is generated from a fixed seed. goldens.json holds, per tokenizer, each
+string's ids and decoded text, and under "split_special" the ids with special-token matching off (HF's
+split_special_tokens=True, `encode_special_tokens` in tokenizers) for the same strings plus texts full of
+special-token literals. `--goldens-only` loads the tokenizer.json files already in the tree instead of
+training new ones and rewrites only goldens.json (the tokenizers, and so the decision model, stay as
+they are):
+    python3 tools/make_tokenizer_fixture.py --goldens-only"""
 import argparse
 import json
 import os
@@ -76,6 +82,17 @@ def golden_strings():
     return s
 
 
+# Special-token literals as users type them: glued, nested, spaced, half-written, next to non-special
+# added tokens (<think>), for both tokenizers' specials.
+SPECIAL_LITERALS = [
+    "[CLS][SEP][MASK][PAD][UNK]", "[CLS] [SEP] [MASK] [PAD] [UNK]", "my [CLS] order [SEP] arrived",
+    "[[MASK]]", "[MAS[MASK]K]", "[CLS", "SEP]", " [SEP] ", "\t[MASK]\n", "option [MASK] two [MASK]",
+    "[cls][Sep]", "[PAD][PAD][PAD]", "x[UNK]y", "<|endoftext|><|endoftext|>", "<|im_start|>system\nyou<|im_end|>",
+    "<|im_start|><think>plan</think><|im_end|>", "<think><|endoftext|>", "<|im_end", "<|endoftext|> [SEP]",
+    "café [MASK] naïve", "😀[CLS]😀", "state: [SEP] question: [MASK] yes",
+]
+
+
 def special(content, **kw):
     return AddedToken(content, special=True, normalized=False, **kw)
 
@@ -120,23 +137,44 @@ def goldens(tok, strings):
     return out
 
 
+def split_special_goldens(tok, strings):
+    """Ids with special tokens not matched in the text (transformers' split_special_tokens=True)."""
+    tok.encode_special_tokens = True
+    try:
+        return [{"text": text, "ids": tok.encode(text, add_special_tokens=False).ids} for text in strings]
+    finally:
+        tok.encode_special_tokens = False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), ".."))
+    ap.add_argument("--goldens-only", action="store_true",
+                    help="load the tokenizer.json files in the tree and rewrite goldens.json only")
     args = ap.parse_args()
     root = os.path.abspath(args.out)
-    lines = corpus(1, 6000)
-    toks = {"modernbert": build_modernbert(lines), "qwen": build_qwen(lines)}
+    names = ("modernbert", "qwen")
+    if args.goldens_only:
+        toks = {n: Tokenizer.from_file(os.path.join(root, "tests/fixtures/tokenizer", n, "tokenizer.json"))
+                for n in names}
+    else:
+        lines = corpus(1, 6000)
+        toks = {"modernbert": build_modernbert(lines), "qwen": build_qwen(lines)}
     strings = golden_strings()
-    result = {}
+    result = {"split_special": {}}
     for name, tok in toks.items():
         d = os.path.join(root, "tests/fixtures/tokenizer", name)
-        os.makedirs(d, exist_ok=True)
-        tok.save(os.path.join(d, "tokenizer.json"))
+        if not args.goldens_only:
+            os.makedirs(d, exist_ok=True)
+            tok.save(os.path.join(d, "tokenizer.json"))
         result[name] = goldens(tok, strings)
-        print(f"{name}: vocab {tok.get_vocab_size()}, {len(strings)} golden strings")
+        result["split_special"][name] = split_special_goldens(tok, strings + SPECIAL_LITERALS)
+        print(f"{name}: vocab {tok.get_vocab_size()}, {len(strings)} golden strings, "
+              f"{len(strings) + len(SPECIAL_LITERALS)} split-special")
     with open(os.path.join(root, "tests/fixtures/tokenizer/goldens.json"), "w") as f:
         json.dump(result, f, ensure_ascii=True, indent=0)
+    if args.goldens_only:
+        return
     dm = os.path.join(root, "models/decision-tiny/tokenizer")
     os.makedirs(dm, exist_ok=True)
     toks["modernbert"].save(os.path.join(dm, "tokenizer.json"))

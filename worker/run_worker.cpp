@@ -68,6 +68,7 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
   bool heard = false;
   uint64_t beats = 0;
   int exit_code = 0;
+  bool loaded = false;  // the compute thread reported Ready or LoadFailed: it is past the load
   IdleBackoff backoff;
   auto send = [&](const Message& m) {
     Status s = transport.send(coordinator, tag_for(m, false), encode(m));
@@ -76,6 +77,7 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
   for (;;) {
     bool active = false;
     while (auto m = queues->outbox.try_pop()) {
+      loaded = loaded || std::holds_alternative<Ready>(*m) || std::holds_alternative<LoadFailed>(*m);
       send(*m);
       active = true;
     }
@@ -128,7 +130,13 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
     compute.detach();  // it may be deep in a load; the process ends without waiting for it
     return exit_code;
   }
-  compute.join();
+  // A Shutdown during the load (the job ends before it served: a busy port, another rank's failure)
+  // says goodbye at once instead of after the load; the caller's process ends without waiting for it.
+  if (loaded) {
+    compute.join();
+  } else {
+    compute.detach();
+  }
   send(Bye{});
   const auto deadline = Clock::now() + std::chrono::seconds(2);
   while (transport.pending() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));

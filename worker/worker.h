@@ -13,9 +13,11 @@
 
 namespace tandem::worker {
 
-// Runs a worker rank until the coordinator says Shutdown (returns 0), says Abort or falls silent for
-// health.dead_after_ms (returns 1; the caller must then end the process without MPI_Finalize).
-// `factory` runs on the compute thread; its failure is reported to the coordinator as LoadFailed.
+// Runs a worker rank until the coordinator says Shutdown (returns 0 after saying goodbye), says Abort or
+// falls silent for health.dead_after_ms (returns 1; the caller must then end the process without
+// MPI_Finalize). `factory` runs on the compute thread; its failure is reported to the coordinator as
+// LoadFailed. A Shutdown while the factory still runs does not wait for it: the compute thread is left
+// running (it holds only copies), so a process that returns from here ends with std::_Exit.
 int run_worker(Transport& transport, const Topology& topology, const config::Health& health,
                RunnerFactory factory);
 

@@ -239,6 +239,7 @@ Result<ModernBertConfig> parse_modernbert_config(const json& j, const std::strin
   c.global_rope_theta = static_cast<float>(global_theta);
   c.local_rope_theta = static_cast<float>(local_theta);
 
+  TANDEM_ASSIGN(c.max_position_embeddings, f.u32_or("max_position_embeddings", c.max_position_embeddings, 1));
   TANDEM_ASSIGN(c.pad_token_id, parse_token_id_or(f, "pad_token_id", 50283, c.vocab_size));
   TANDEM_ASSIGN(c.cls_token_id, parse_token_id_or(f, "cls_token_id", 50281, c.vocab_size));
   TANDEM_ASSIGN(c.sep_token_id, parse_token_id_or(f, "sep_token_id", 50282, c.vocab_size));

@@ -33,6 +33,7 @@ struct ModernBertConfig {
   float global_rope_theta = 160000.0f;
   float local_rope_theta = 10000.0f;
   std::string hidden_activation = "gelu";
+  uint32_t max_position_embeddings = 8192;  // HF ModernBertConfig's default when the file has none
   uint32_t pad_token_id = 0, cls_token_id = 0, sep_token_id = 0;
   std::optional<uint32_t> mask_token_id;  // not in every config
 };

@@ -31,13 +31,13 @@ auto guarded(std::string_view what, Body&& body) -> decltype(body()) {
   }
 }
 
-Result<std::vector<uint32_t>> encode_text(const tok::TokenizerParts& p, std::string_view text) {
+Result<std::vector<uint32_t>> encode_text(const tok::TokenizerParts& p, std::string_view text, SpecialTokens special) {
   if (const size_t bad = tok::utf8_first_invalid(text); bad != tok::kUtf8Valid) {
     return Error::make(ErrorKind::kInvalidArgument, "text is not valid UTF-8: byte 0x{:02X} at byte offset {}",
                        static_cast<unsigned>(static_cast<unsigned char>(text[bad])), bad);
   }
   std::vector<tok::Piece> pieces;
-  TANDEM_TRY(p.added.split(text, p.normalizer, pieces));
+  TANDEM_TRY(p.added.split(text, p.normalizer, special == SpecialTokens::kSplit, pieces));
   std::vector<uint32_t> ids;
   ids.reserve(text.size() / 3 + 1);
   std::vector<std::string> words;
@@ -105,8 +105,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::parse(std::string_view json, const
   });
 }
 
-Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text) const {
-  return guarded("encode", [&] { return encode_text(*impl_->parts, text); });
+Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text, SpecialTokens special) const {
+  return guarded("encode", [&] { return encode_text(*impl_->parts, text, special); });
 }
 
 Result<std::string> Tokenizer::decode(const std::vector<uint32_t>& ids) const {
@@ -118,6 +118,8 @@ std::optional<uint32_t> Tokenizer::token_id(std::string_view token) const {
   if (const auto id = p.added.token_to_id(token)) return id;
   return p.model->token_to_id(token);
 }
+
+bool Tokenizer::is_special(uint32_t id) const { return impl_->parts->added.is_special(id); }
 
 uint32_t Tokenizer::vocab_size() const {
   // Every id is below this: with HF's contiguous ids it is the vocabulary plus the added tokens.

@@ -14,6 +14,11 @@
 
 namespace tandem::io {
 
+// Whether added tokens marked `special` are matched in the text (HF's default) or left to the
+// normalizer, pre-tokenizer and BPE like any other text (HF's split_special_tokens=True, the Rust
+// encode_special_tokens flag). Non-special added tokens are matched either way, as in HF.
+enum class SpecialTokens : uint8_t { kMatch, kSplit };
+
 class Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> load(const std::string& path);  // tokenizer.json
@@ -21,11 +26,13 @@ class Tokenizer {
   ~Tokenizer();
 
   // Ids of `text`, without the post-processor's special tokens (add_special_tokens=False in HF).
-  // Invalid UTF-8 is an error naming the byte offset.
-  Result<std::vector<uint32_t>> encode(std::string_view text) const;
+  // Invalid UTF-8 is an error naming the byte offset. User text that must not inject structure is
+  // encoded with SpecialTokens::kSplit.
+  Result<std::vector<uint32_t>> encode(std::string_view text, SpecialTokens special = SpecialTokens::kMatch) const;
   // Text of ids (skip_special_tokens = false); ids outside the vocabulary are an error.
   Result<std::string> decode(const std::vector<uint32_t>& ids) const;
   std::optional<uint32_t> token_id(std::string_view token) const;  // vocab or added token
+  bool is_special(uint32_t id) const;  // an added token marked special
   uint32_t vocab_size() const;  // including added tokens
 
  private:

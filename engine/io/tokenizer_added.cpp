@@ -100,6 +100,11 @@ const std::string* AddedVocabulary::id_to_token(uint32_t id) const {
   return it == id_to_added_.end() ? nullptr : &it->second.content;
 }
 
+bool AddedVocabulary::is_special(uint32_t id) const {
+  const auto it = id_to_added_.find(id);
+  return it != id_to_added_.end() && special_set_.count(it->second.content) != 0;
+}
+
 uint32_t AddedVocabulary::id_end() const {
   uint32_t end = 0;
   for (const auto& [id, token] : id_to_added_) end = std::max(end, id + 1);
@@ -147,8 +152,8 @@ Status AddedVocabulary::finish(const Normalizer& normalizer) {
   return ok_status();
 }
 
-std::vector<AddedVocabulary::Match> AddedVocabulary::find_matches(std::string_view sentence,
-                                                                  const Trie& trie) const {
+std::vector<AddedVocabulary::Match> AddedVocabulary::find_matches(std::string_view sentence, const Trie& trie,
+                                                                  bool split_special) const {
   std::vector<Match> splits;
   size_t start_offset = 0;
   size_t from = 0;
@@ -160,6 +165,9 @@ std::vector<AddedVocabulary::Match> AddedVocabulary::find_matches(std::string_vi
     const auto found = id_to_added_.find(id);
     if (found == id_to_added_.end()) continue;  // cannot happen: every trie id was given by add()
     const AddedToken& token = found->second;
+    // HF tests the content against its special set, so a token listed special is skipped also where a
+    // non-special entry shares its content.
+    if (split_special && special_set_.count(token.content) != 0) continue;
     if (token.single_word) {
       const bool space_before = begin == 0 || !is_word_char(utf8_decode_before(sentence, begin));
       const bool space_after = end == sentence.size() || !is_word_char(utf8_decode_at(sentence, end));
@@ -177,23 +185,25 @@ std::vector<AddedVocabulary::Match> AddedVocabulary::find_matches(std::string_vi
   return splits;
 }
 
-void AddedVocabulary::split_with(std::string_view text, const Trie& trie, std::vector<Piece>& out) const {
-  for (const Match& m : find_matches(text, trie)) {
+void AddedVocabulary::split_with(std::string_view text, const Trie& trie, bool split_special,
+                                 std::vector<Piece>& out) const {
+  for (const Match& m : find_matches(text, trie, split_special)) {
     if (m.end <= m.begin) continue;  // HF drops empty splits
     out.push_back(Piece{std::string(text.substr(m.begin, m.end - m.begin)), m.id});
   }
 }
 
-Status AddedVocabulary::split(std::string_view text, const Normalizer& normalizer, std::vector<Piece>& out) const {
+Status AddedVocabulary::split(std::string_view text, const Normalizer& normalizer, bool split_special,
+                              std::vector<Piece>& out) const {
   std::vector<Piece> raw;
-  split_with(text, raw_trie_, raw);
+  split_with(text, raw_trie_, split_special, raw);
   for (Piece& piece : raw) {
     if (piece.id) {
       out.push_back(std::move(piece));
       continue;
     }
     TANDEM_ASSIGN(const std::string normalized, normalizer.normalize(piece.text));
-    split_with(normalized, normalized_trie_, out);
+    split_with(normalized, normalized_trie_, split_special, out);
   }
   return ok_status();
 }

@@ -1,6 +1,7 @@
 // HF's AddedVocabulary: added and special tokens, their ids assigned as HF assigns them on load, and
 // extract_and_normalize: split the raw text on tokens with normalized=false (leftmost-longest), normalize
-// the rest, split that on tokens with normalized=true, honouring single_word, lstrip and rstrip.
+// the rest, split that on tokens with normalized=true, honouring single_word, lstrip and rstrip, and
+// (encode_special_tokens) skipping the matches of special tokens.
 #pragma once
 
 #include <cstdint>
@@ -43,11 +44,15 @@ class AddedVocabulary {
   // Builds the matchers; call after the last add. Normalized tokens are matched in normalized form.
   Status finish(const Normalizer& normalizer);
 
-  // extract_and_normalize over `text` (valid UTF-8); empty pieces are dropped.
-  Status split(std::string_view text, const Normalizer& normalizer, std::vector<Piece>& out) const;
+  // extract_and_normalize over `text` (valid UTF-8); empty pieces are dropped. With `split_special`, a
+  // special token's match is passed over as HF's encode_special_tokens does: its text stays plain text,
+  // and matching resumes after it (no shorter token inside it is looked for).
+  Status split(std::string_view text, const Normalizer& normalizer, bool split_special,
+               std::vector<Piece>& out) const;
 
   std::optional<uint32_t> token_to_id(std::string_view content) const;
   const std::string* id_to_token(uint32_t id) const;
+  bool is_special(uint32_t id) const;
   uint32_t id_end() const;  // one past the largest added id, 0 when there are none
 
  private:
@@ -72,8 +77,8 @@ class AddedVocabulary {
     size_t begin;
     size_t end;
   };
-  std::vector<Match> find_matches(std::string_view sentence, const Trie& trie) const;
-  void split_with(std::string_view text, const Trie& trie, std::vector<Piece>& out) const;
+  std::vector<Match> find_matches(std::string_view sentence, const Trie& trie, bool split_special) const;
+  void split_with(std::string_view text, const Trie& trie, bool split_special, std::vector<Piece>& out) const;
 
   const Bpe* model_ = nullptr;
   StringMap<uint32_t> content_to_id_;

@@ -135,6 +135,66 @@ TEST_F(BuildLayoutTest, MaskLiteralsInUserTextAreNotMarkers) {
   EXPECT_EQ(masks, 1u);  // only the option's own marker
 }
 
+// Special-token literals typed by a user are text (HF split_special_tokens=True): the layout holds only its
+// own structural tokens (CLS, three SEPs, one MASK per option) and the state's ids no special id at all.
+TEST_F(BuildLayoutTest, SpecialTokenLiteralsInUserTextAreText) {
+  const std::string typed = "[CLS][SEP][MASK][PAD][UNK]";
+  const BuildLayout build = layout();
+  auto state = build.encode_state(typed);
+  ASSERT_TRUE(state.ok());
+  ASSERT_FALSE(state.value().empty());
+  for (uint32_t id : state.value()) EXPECT_FALSE(tokenizer_->is_special(id)) << id;
+  EXPECT_EQ(state.value(), tokenizer_->encode("[CLS][SEP] [PAD][UNK]", io::SpecialTokens::kSplit).value());
+  auto out = build("choice", typed, std::vector<std::string>{typed, "no " + typed}, state.value());
+  ASSERT_TRUE(out.ok());
+  const auto& ids = out.value().ids;
+  std::vector<uint32_t> structural;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (tokenizer_->is_special(ids[i])) {
+      structural.push_back(ids[i]);
+      where.push_back(i);
+    }
+  }
+  EXPECT_EQ(structural, (std::vector<uint32_t>{kCls, kSep, kMask, kMask, kSep, kSep}));
+  const auto& m = out.value().markers;
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(where, (std::vector<size_t>{0, m[0] - 1, m[0], m[1], where[4], ids.size() - 1}));
+  EXPECT_EQ(ids.size() - 1 - (where[4] + 1), state.value().size());  // the state sits between the last SEPs
+}
+
+// Every cut is reported per piece: options past 48 tokens, the question squeezed by crowded options, a
+// state past max_len, and nothing for pieces that fit.
+TEST_F(BuildLayoutTest, TruncationIsReportedPerPiece) {
+  const std::string long_option = words(80, "lorem");
+  const auto long_ids = encode(" " + long_option);
+  ASSERT_GT(long_ids.size(), 48u);
+  auto out = layout()("choice", "pick", std::vector<std::string>{long_option, "short"}, {});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out.value().option_tokens, (std::vector<uint32_t>{static_cast<uint32_t>(long_ids.size()),
+                                                               static_cast<uint32_t>(encode(" short").size())}));
+  EXPECT_EQ(out.value().option_tokens_used, (std::vector<uint32_t>{48, static_cast<uint32_t>(encode(" short").size())}));
+  EXPECT_EQ(out.value().question_tokens, encode("choice question: pick").size());
+  EXPECT_EQ(out.value().question_tokens_used, out.value().question_tokens);
+
+  // Five crowded options: each keeps 34 text tokens (35 ids with its mask), the question 17 of its own.
+  const std::vector<std::string> options(5, words(80, "opt"));
+  const std::string question = words(60, "question");
+  auto crowded = layout()("choice", question, options, {});
+  ASSERT_TRUE(crowded.ok());
+  EXPECT_EQ(crowded.value().question_tokens, encode("choice question: " + question).size());
+  EXPECT_EQ(crowded.value().question_tokens_used, 17u);
+  EXPECT_EQ(crowded.value().option_tokens_used, std::vector<uint32_t>(5, 34));
+
+  const BuildLayout build = layout();
+  auto state = build.encode_state(words(700, "state"));
+  ASSERT_TRUE(state.ok());
+  auto cut = build("choice", "which?", std::vector<std::string>{"a", "b"}, state.value());
+  ASSERT_TRUE(cut.ok());
+  EXPECT_LT(cut.value().state_tokens_used, cut.value().state_tokens);
+  EXPECT_EQ(cut.value().option_tokens_used, cut.value().option_tokens);
+}
+
 TEST_F(BuildLayoutTest, OptionsBeyondMaxLenAreAnError) {
   auto out = layout(24, 192)("choice", "q", std::vector<std::string>{words(30, "a"), words(30, "b")}, {});
   ASSERT_FALSE(out.ok());

@@ -1,10 +1,13 @@
 // The HTTP front end (coordinator/http_server.h) with a scripted handler: keep-alive and pipelining,
 // answers from other threads, each limit with its status (413, 431, 408 for slow bodies and headers,
 // 503 past the connection limit, 504 past the request deadline), cancellation when the client leaves,
-// 100-continue and chunked bodies; and the server keeps serving after each.
+// 100-continue and chunked bodies, a handler that throws (500 at once), HEAD, an orderly stop that frees
+// the port first; and the server keeps serving after each.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -35,6 +38,10 @@ class ScriptedHandler final : public HttpHandler {
       }).detach();
       return;
     }
+    if (request.target == "/throw") throw std::out_of_range("[json.exception.out_of_range.406] number overflow");
+    if (request.target == "/throw-later") {
+      return exchange->reply([]() -> HttpResponse { throw std::runtime_error("the answer could not be made"); });
+    }
     if (request.target == "/never") {
       exchange->on_abandon([this] { abandoned.fetch_add(1); });
       std::lock_guard lock(mutex);
@@ -43,9 +50,10 @@ class ScriptedHandler final : public HttpHandler {
     }
     exchange->reply(error_response(ApiError{404, "no", "not_found", std::nullopt}));
   }
-  void record(const std::string&, unsigned status, double) override {
+  void record(const std::string& target, unsigned status, double) override {
     std::lock_guard lock(mutex);
     statuses.push_back(status);
+    targets.push_back(target);
   }
   bool recorded(unsigned status) {
     std::lock_guard lock(mutex);
@@ -56,6 +64,7 @@ class ScriptedHandler final : public HttpHandler {
   std::mutex mutex;
   std::vector<std::shared_ptr<Exchange>> parked;
   std::vector<unsigned> statuses;
+  std::vector<std::string> targets;
 };
 
 class HttpServerTest : public ::testing::Test {
@@ -228,7 +237,82 @@ TEST_F(HttpServerTest, ClientLeavingCancelsItsRequest) {
   for (int i = 0; i < 40 && handler_.abandoned.load() == 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(handler_.abandoned.load(), 1);
   EXPECT_TRUE(handler_.recorded(499));
+  {
+    // Recorded under its own target, so /metrics counts it under its endpoint.
+    std::lock_guard lock(handler_.mutex);
+    const auto at = std::find(handler_.statuses.begin(), handler_.statuses.end(), 499u) - handler_.statuses.begin();
+    EXPECT_EQ(handler_.targets[static_cast<size_t>(at)], "/never");
+  }
   expect_serving();
+}
+
+// Whatever a handler throws is answered at once (500), never left to the request timeout, and the
+// requests pipelined behind it are answered too.
+TEST_F(HttpServerTest, AHandlerThatThrowsIsAnswered500) {
+  HttpConnection c(port());
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.send_raw(HttpConnection::request_text("POST", "/throw", "[1e999]") +
+                         HttpConnection::request_text("GET", "/throw-later", "") +
+                         HttpConnection::request_text("POST", "/echo", "behind")));
+  auto thrown = c.read_reply(2000ms);
+  auto later = c.read_reply(2000ms);
+  auto behind = c.read_reply(2000ms);
+  ASSERT_TRUE(thrown && later && behind);
+  EXPECT_EQ(thrown->status, 500);
+  EXPECT_NE(thrown->body.find("internal error: [json.exception.out_of_range.406] number overflow"), std::string::npos)
+      << thrown->body;
+  EXPECT_EQ(later->status, 500);
+  EXPECT_NE(later->body.find("the answer could not be made"), std::string::npos) << later->body;
+  EXPECT_EQ(behind->body, "POST behind");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 400ms);  // well before the 500 ms request timeout
+}
+
+// HEAD: the handler's answer's headers (Content-Length of its body) and no body, so the next response
+// on the connection starts right after them.
+TEST_F(HttpServerTest, HeadIsAnsweredWithHeadersOnly) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.send_raw(HttpConnection::request_text("HEAD", "/echo", "") +
+                         HttpConnection::request_text("POST", "/echo", "after")));
+  auto head = c.read_reply(2000ms, /*head=*/true);
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->headers["content-length"], "5");  // "HEAD " as the handler made it
+  auto next = c.read_reply(2000ms);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 200);
+  EXPECT_EQ(next->body, "POST after");
+}
+
+// The start of an orderly stop: the port is free at once (new connections are refused, another
+// listener can bind it), the connections already open are still answered, each answer closing its
+// connection.
+TEST_F(HttpServerTest, StopAcceptingFreesThePortAndClosesAfterEachAnswer) {
+  HttpConnection open(port());
+  ASSERT_TRUE(open.request("POST", "/echo", "before").has_value());
+  server_->stop_accepting();
+  bool refused = false;
+  for (int i = 0; i < 50 && !refused; ++i) {
+    HttpConnection late(port());
+    refused = !late.connected();
+    if (!refused) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(refused);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // NOLINTNEXTLINE: the sockets API takes sockaddr*
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  EXPECT_EQ(::listen(fd, 4), 0) << std::strerror(errno);
+  ::close(fd);
+  auto r = open.request("POST", "/echo", "during");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "POST during");
+  EXPECT_EQ(r->headers["connection"], "close");
+  EXPECT_TRUE(open.closed_by_peer(3000ms));
 }
 
 TEST_F(HttpServerTest, IdleConnectionsAreClosed) {

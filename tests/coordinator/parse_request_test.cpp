@@ -79,12 +79,19 @@ const std::string kQ = R"({"qtype": "choice", "question": "q", "options": ["a"]}
 INSTANTIATE_TEST_SUITE_P(
     Bodies, Malformed,
     ::testing::Values(
-        Case{"NotJson", false, "{\"sequences\": [", 400, std::nullopt, "not valid JSON"},
+        Case{"NotJson", false, "{\"sequences\": [", 400, "sequences[0]", "not valid JSON at sequences[0]"},
         Case{"Empty", false, "", 400, std::nullopt, "not valid JSON"},
         Case{"TrailingGarbage", false, "{} x", 400, std::nullopt, "not valid JSON"},
         Case{"NotAnObject", false, "[1, 2]", 400, std::nullopt, "must be a JSON object, not an array"},
         Case{"TooDeep", false, std::string(40, '[') + std::string(40, ']'), 400, std::nullopt, "deeper than 32"},
-        Case{"InvalidUtf8", false, "{\"model\": \"\xff\"}", 400, std::nullopt, "not valid JSON"},
+        Case{"InvalidUtf8", false, "{\"model\": \"\xff\"}", 400, "model", "not valid JSON at model"},
+        // A number a double cannot hold: nlohmann raises out_of_range, not parse_error; still a 400 naming it.
+        Case{"NumberOverflowTop", false, "[1e999]", 400, "[0]", "number overflow parsing '1e999'"},
+        Case{"NumberOverflow", false, R"({"sequences": [{"ids": [1, 1e999], "markers": [], "qtype": 0}]})", 400,
+             "sequences[0].ids[1]", "not valid JSON at sequences[0].ids[1]: number overflow parsing '1e999'"},
+        Case{"NumberOverflowDecide", true, R"({"state": "s", "questions": [{"qtype": -1e400, "question": "q"}]})", 400,
+             "questions[0].qtype", "number overflow"},
+        Case{"BadKeyAfterValue", false, R"({"model": "m", 5: 1})", 400, std::nullopt, "not valid JSON"},
         Case{"UnknownTopField", false, "{\"sequences\": [" + kSeq + "], \"temperature\": 1}", 400, "temperature",
              "unknown field 'temperature'"},
         Case{"NoSequences", false, "{}", 400, "sequences", "sequences is required"},
@@ -157,6 +164,21 @@ INSTANTIATE_TEST_SUITE_P(
              R"({"state": "s", "questions": [{"id": 3, "qtype": "choice", "question": "q", "options": ["a"]}]})", 400,
              "questions[0].id", "must be a string, not an integer"}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+
+// The checkpoint's own length limit comes before the batch's, and the message names it.
+TEST(ParseScore, LongerThanTheModelTakesIs422NamingTheLimit) {
+  RequestLimits l = limits();
+  l.max_model_tokens = 10;
+  l.model_limit = "max_len 10 in rl_agent_config.json, max_position_embeddings 1024 in encoder/config.json";
+  auto ok = parse_score_request(R"({"sequences": [{"ids": [1,1,1,1,1,1,1,1,1,1], "markers": [], "qtype": 0}]})", l);
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+  auto r = parse_score_request(R"({"sequences": [{"ids": [1,1,1,1,1,1,1,1,1,1,1], "markers": [], "qtype": 0}]})", l);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 422u);
+  EXPECT_EQ(r.error().param, "sequences[0].ids");
+  EXPECT_EQ(r.error().message, "sequences[0].ids has 11 tokens; the model takes at most 10 (max_len 10 in "
+                               "rl_agent_config.json, max_position_embeddings 1024 in encoder/config.json)");
+}
 
 TEST(ParseQuestionType, NamesAndIndexes) {
   EXPECT_EQ(question_type("choice"), 0);

@@ -42,8 +42,8 @@ class Killable final : public worker::Transport {
   std::atomic<bool> dead_{false};
 };
 
-std::string deployment_yaml(uint32_t startup_timeout_s, uint32_t max_batch_tokens) {
-  return "server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
+std::string deployment_yaml(uint32_t startup_timeout_s, uint32_t max_batch_tokens, uint16_t port) {
+  return "server: {host: 127.0.0.1, port: " + std::to_string(port) + "}\nbackend: {name: cpu, threads: 1}\n"
          "batcher: {max_batch_tokens: " + std::to_string(max_batch_tokens) + "}\n"
          "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/models/decision-tiny}\n"
          "health: {heartbeat_ms: 50, dead_after_ms: 500, exit_grace_ms: 500, startup_timeout_s: " +
@@ -56,8 +56,8 @@ class InProcessJob {
   using FactoryFor = std::function<worker::RunnerFactory(int rank, const config::Deployment&)>;
 
   explicit InProcessJob(FactoryFor factory_for = nullptr, uint32_t startup_timeout_s = 20,
-                        uint32_t max_batch_tokens = 2048) {
-    auto d = config::parse_deployment(deployment_yaml(startup_timeout_s, max_batch_tokens), "test.yaml", "/");
+                        uint32_t max_batch_tokens = 2048, uint16_t fixed_port = 0) {
+    auto d = config::parse_deployment(deployment_yaml(startup_timeout_s, max_batch_tokens, fixed_port), "test.yaml", "/");
     EXPECT_TRUE(d.ok()) << d.error().message();
     deployment_ = std::move(d).value();
     auto world = worker::make_local_world(3);
@@ -100,9 +100,13 @@ class InProcessJob {
     return f.get();
   }
   std::optional<int> result(std::chrono::milliseconds wait) {
-    if (coordinator_.wait_for(wait) != std::future_status::ready) return std::nullopt;
-    return coordinator_.get();
+    if (!exit_) {
+      if (coordinator_.wait_for(wait) != std::future_status::ready) return std::nullopt;
+      exit_ = coordinator_.get();
+    }
+    return exit_->code;
   }
+  bool orderly() const { return exit_ && exit_->orderly; }
   int worker_result(int rank) { return workers_[static_cast<size_t>(rank - 1)].get(); }
   void kill(int rank) { transports_[static_cast<size_t>(rank)]->kill(); }
   void stop() { stop_ = true; }
@@ -113,7 +117,8 @@ class InProcessJob {
   std::vector<std::unique_ptr<Killable>> transports_;
   std::atomic<bool> stop_{false};
   std::promise<uint16_t> port_;
-  std::future<int> coordinator_;
+  std::future<CoordinatorExit> coordinator_;
+  std::optional<CoordinatorExit> exit_;
   std::vector<std::future<int>> workers_;
 };
 
@@ -158,6 +163,7 @@ TEST(Service, AnswersAreTheScorersOwnBitsAndAStopIsClean) {
   auto code = job.result(30s);
   ASSERT_TRUE(code);
   EXPECT_EQ(*code, kExitClean);
+  EXPECT_TRUE(job.orderly());
   EXPECT_EQ(job.worker_result(1), 0);  // each said goodbye after the coordinator's Shutdown
   EXPECT_EQ(job.worker_result(2), 0);
 }
@@ -205,6 +211,71 @@ TEST(Service, AWorkerDyingWhileServing) {
   auto code = job.result(10s);
   ASSERT_TRUE(code);
   EXPECT_EQ(*code, kExitRankDied);
+  EXPECT_FALSE(job.orderly());  // a rank is gone: MPI_Finalize would wait for it
+}
+
+// Options cut by the layout's budgets are named in the answer's usage, with their token counts; a
+// question that fits reports nothing.
+TEST(Service, DecideReportsTruncationPerField) {
+  InProcessJob job;
+  auto port = job.port();
+  ASSERT_TRUE(port);
+  std::string shared;
+  for (int i = 0; i < 40; ++i) shared += "word" + std::to_string(i % 10) + " ";
+  const json long_q = {{"qtype", "choice"}, {"question", "which?"}, {"options", {shared + "alpha", shared + "beta", "no"}}};
+  const json short_q = {{"qtype", "choice"}, {"question", "which?"}, {"options", {"a", "b"}}};
+  loadgen::HttpConnection c(*port);
+  auto r = c.request("POST", "/v1/decide", json{{"state", "a ticket"}, {"questions", {short_q, long_q}}}.dump(), 10s);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json answers = json::parse(r->body).at("answers");
+  EXPECT_EQ(answers[0].at("usage").at("truncated"), json::array());
+  const json& usage = answers[1].at("usage");
+  EXPECT_EQ(usage.at("truncated"), json({"questions[1].options[0]", "questions[1].options[1]"})) << usage.dump();
+  EXPECT_GT(usage.at("option_tokens")[0].get<int>(), 48) << usage.dump();
+  EXPECT_EQ(usage.at("option_tokens_used"), json({48, 48, usage.at("option_tokens")[2]})) << usage.dump();
+  EXPECT_EQ(usage.at("question_tokens_used"), usage.at("question_tokens"));
+  EXPECT_EQ(usage.at("state_tokens_used"), usage.at("state_tokens"));
+}
+
+// The port answers from the moment it is bound: 503 naming what still loads, not a hang.
+TEST(Service, ThePortAnswers503WhileTheWorkersLoad) {
+  auto slow = [](int rank, const config::Deployment& d) -> worker::RunnerFactory {
+    if (rank != 1) return nullptr;
+    return [model = *d.model(config::Role::kScorer), backend = d.ranks[1].backend,
+            buckets = config::serving_buckets(d).value()]() {
+      std::this_thread::sleep_for(1500ms);
+      return worker::load_scorer(model, backend, buckets);
+    };
+  };
+  // A port free a moment ago (the kernel's pick), for the job to bind.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  // NOLINTNEXTLINE: the sockets API takes sockaddr*
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  // NOLINTNEXTLINE: the sockets API takes sockaddr*
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  const uint16_t fixed = ntohs(addr.sin_port);
+  InProcessJob job(slow, 20, 2048, fixed);
+  std::optional<loadgen::HttpReply> h;
+  for (int i = 0; i < 100 && !h; ++i) {
+    std::this_thread::sleep_for(10ms);
+    loadgen::HttpConnection probe(fixed);
+    if (probe.connected()) h = probe.request("GET", "/health", "", 1s);
+  }
+  ASSERT_TRUE(h) << "the port was not bound before the workers loaded";
+  EXPECT_EQ(h->status, 503) << h->body;
+  EXPECT_NE(h->body.find("the server is starting: rank 1 (scorer, cpu) is starting"), std::string::npos) << h->body;
+  auto port = job.port();
+  ASSERT_TRUE(port);
+  loadgen::HttpConnection c(*port);
+  auto ready = c.request("GET", "/health", "", 5s);
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
 }
 
 worker::RunnerFactory failing(const std::string& why) {
@@ -218,8 +289,9 @@ TEST(Service, AWorkerThatFailsToLoad) {
   auto code = job.result(30s);
   ASSERT_TRUE(code);
   EXPECT_EQ(*code, kExitStartup);
-  EXPECT_EQ(job.worker_result(1), 1);  // told to abort, not left waiting
-  EXPECT_EQ(job.worker_result(2), 1);
+  EXPECT_TRUE(job.orderly());          // every rank alive: the job ends with MPI_Finalize, no abort
+  EXPECT_EQ(job.worker_result(1), 0);  // told to go, not left waiting: each said goodbye
+  EXPECT_EQ(job.worker_result(2), 0);
 }
 
 TEST(Service, AWorkerDyingWhileLoading) {
@@ -237,6 +309,7 @@ TEST(Service, AWorkerDyingWhileLoading) {
   auto code = job.result(10s);
   ASSERT_TRUE(code);
   EXPECT_EQ(*code, kExitStartup);
+  EXPECT_FALSE(job.orderly());
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // noticed by heartbeat, not by the slow load
 }
 

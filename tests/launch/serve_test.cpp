@@ -1,9 +1,11 @@
-// The serving job end to end under mpirun (3 ranks, CPU backend, --oversubscribe), through `tandem
-// launch`: answers equal `tandem score` on the same inputs; malformed requests each get their 4xx with
-// the field named while the job keeps serving; 10,000 requests over 64 connections lose, duplicate or
-// mix up nothing; a full queue answers 429; a worker killed under load turns /health 503 within 2 s,
-// fails its requests with 503 (none hangs) and the job exits non-zero; start-up failures and a wrong
-// rank count end the job with a message naming the rank.
+// The serving job end to end under mpirun (3 ranks, CPU backend; --oversubscribe added by the launcher
+// where cores are fewer), through `tandem launch`: answers equal `tandem score` on the same inputs;
+// malformed requests (a number past a double included) each get their 4xx with the field named while
+// the job keeps serving, HEAD /health answers, a client that leaves is counted under its endpoint;
+// 10,000 requests over 64 connections lose, duplicate or mix up nothing; a full queue answers 429; a
+// worker killed under load turns /health 503 within 2 s, fails its requests with 503 (none hangs) and
+// the job exits non-zero; start-up failures and a wrong rank count end the job with a message naming
+// the rank, and no Open MPI noise.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -165,9 +167,12 @@ TEST(Serve, MalformedRequestsGetTheirStatusAndTheServerKeepsServing) {
     for (int i = 0; i < n; ++i) list += (i ? "," : "") + std::to_string(5 + i % 900);
     return "{\"ids\": [" + list + "], \"markers\": [], \"qtype\": 0}";
   };
-  const std::string seq_900 = ids(900);
+  const std::string seq_510 = ids(510);
   const std::vector<Bad> cases = {
-      {"bad json", post_text("/v1/decide", "{\"state\": "), 400, ""},
+      {"bad json", post_text("/v1/decide", "{\"state\": "), 400, "state"},
+      // A number past a double: out_of_range in the parser, a 400 naming the field, not a hang.
+      {"number overflow", post_text("/v1/decide", "[1e999]"), 400, "[0]"},
+      {"number overflow in a field", post_text("/v1/score", R"({"sequences": [{"ids": [1e999], "markers": [], "qtype": 0}]})"), 400, "sequences[0].ids[0]"},
       {"not an object", post_text("/v1/score", "[]"), 400, ""},
       {"empty body", post_text("/v1/score", ""), 400, ""},
       {"state missing", post_text("/v1/decide", "{\"questions\": [" + q + "]}"), 400, "state"},
@@ -188,8 +193,11 @@ TEST(Serve, MalformedRequestsGetTheirStatusAndTheServerKeepsServing) {
       {"qtype wrong", post_text("/v1/score", R"({"sequences": [{"ids": [1], "markers": [], "qtype": "pick"}]})"), 400, "sequences[0].qtype"},
       {"unknown sequence field", post_text("/v1/score", R"({"sequences": [{"ids": [1], "markers": [], "qtype": 0, "type": 1}]})"), 400, "sequences[0].type"},
       {"sequence too long", post_text("/v1/score", "{\"sequences\": [" + ids(1100) + "]}"), 422, "sequences[0].ids"},
-      {"too many tokens", post_text("/v1/score", "{\"sequences\": [" + seq_900 + "," + seq_900 + "," + seq_900 + "," +
-                                                   seq_900 + "," + seq_900 + "]}"), 413, "sequences"},
+      // Within a batch (1024) but past the checkpoint's max_len 512.
+      {"longer than the model takes", post_text("/v1/score", "{\"sequences\": [" + ids(513) + "]}"), 422, "sequences[0].ids"},
+      {"too many tokens", post_text("/v1/score", "{\"sequences\": [" + seq_510 + "," + seq_510 + "," + seq_510 + "," +
+                                                   seq_510 + "," + seq_510 + "," + seq_510 + "," + seq_510 + "," +
+                                                   seq_510 + "]}"), 413, "sequences"},
       {"huge body", post_text("/v1/score", "{\"sequences\": [" + std::string(70000, ' ') + "]}"), 413, "body"},
       {"wrong content type", post_text("/v1/score", "{}", "text/plain"), 415, "Content-Type"},
       {"wrong method", "GET /v1/score HTTP/1.1\r\nHost: t\r\n\r\n", 405, ""},
@@ -226,6 +234,42 @@ TEST(Serve, MalformedRequestsGetTheirStatusAndTheServerKeepsServing) {
     EXPECT_EQ(json::parse(r->body).at("error").at("param"), "body");
     EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
   }
+  // Pipelined behind a body the parser refuses, a request is still answered.
+  {
+    HttpConnection c(*port);
+    ASSERT_TRUE(c.send_raw(post_text("/v1/decide", "[1e999]") + post_text("/v1/score", "{\"sequences\": [" + s + "]}")));
+    auto first = c.read_reply(5s);
+    auto second = c.read_reply(5s);
+    ASSERT_TRUE(first && second);
+    EXPECT_EQ(first->status, 400);
+    EXPECT_EQ(second->status, 200) << second->body;
+  }
+  // HEAD /health, as load balancers probe: GET's status and headers, no body.
+  {
+    HttpConnection c(*port);
+    ASSERT_TRUE(c.send_raw("HEAD /health HTTP/1.1\r\nHost: t\r\n\r\n"));
+    auto r = c.read_reply(5s, /*head_request=*/true);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_NE(r->headers["content-length"], "0");
+    EXPECT_FALSE(c.has_unread(std::chrono::milliseconds(200)));
+  }
+  // A client that leaves before its answer is counted under its endpoint, as status 499.
+  {
+    HttpConnection c(*port);
+    ASSERT_TRUE(c.send_raw(post_text("/v1/score", "{\"sequences\": [" + seq_510 + "," + seq_510 + "," + seq_510 +
+                                                      "," + seq_510 + "," + seq_510 + "," + seq_510 + "," + seq_510 + "]}")));
+  }
+  bool counted = false;
+  for (int i = 0; i < 50 && !counted; ++i) {
+    HttpConnection c(*port);
+    auto m = c.request("GET", "/metrics", "", 5s);
+    ASSERT_TRUE(m);
+    counted = m->body.find("tandem_requests_total{endpoint=\"/v1/score\",status=\"499\"} 1") != std::string::npos;
+    EXPECT_EQ(m->body.find("endpoint=\"other\",status=\"499\""), std::string::npos) << m->body;
+    if (!counted) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(counted);
   // Still serving, and still healthy.
   EXPECT_EQ(health(*port), 200);
   auto ok = post(*port, "/v1/score", "{\"sequences\": [" + s + "]}");
@@ -334,6 +378,7 @@ TEST(Serve, AWorkerKilledUnderLoad) {
   EXPECT_EQ(summary.at("timed_out"), 0) << summary.dump(2);
   EXPECT_LE(summary.at("latency_ms").at("max").get<double>(), 7000.0) << summary.dump(2);
   EXPECT_NE(job.output().find("rank 2 (scorer, cpu) is dead"), std::string::npos);
+  EXPECT_EQ(mpi_noise(job.output()), "") << job.output();
 }
 
 TEST(Serve, AWorkerThatCannotLoadEndsTheJobAtStart) {
@@ -345,6 +390,9 @@ TEST(Serve, AWorkerThatCannotLoadEndsTheJobAtStart) {
   EXPECT_EQ(*code, 2) << job.output();
   EXPECT_NE(job.output().find("rank 2 (scorer, cuda:63) failed to load"), std::string::npos) << job.output();
   EXPECT_EQ(job.output().find("tandem: serving"), std::string::npos);
+  // Every rank was alive: an orderly end, told by rank 0 alone, without Open MPI's abort noise.
+  EXPECT_EQ(mpi_noise(job.output()), "") << job.output();
+  EXPECT_EQ(job.output().find("the coordinator ended the job"), std::string::npos) << job.output();
 }
 
 // Rank 0's own load (the tokenizer) failing ends the start-up with its reason; the workers, which read only
@@ -363,6 +411,7 @@ TEST(Serve, ACoordinatorThatCannotReadTheTokenizerEndsTheJobAtStart) {
   EXPECT_NE(job.output().find("rank 0 cannot open the scorer model"), std::string::npos) << job.output();
   EXPECT_NE(job.output().find("tokenizer.json"), std::string::npos) << job.output();
   EXPECT_EQ(job.output().find("tandem: serving"), std::string::npos);
+  EXPECT_EQ(mpi_noise(job.output()), "") << job.output();
 }
 
 TEST(Serve, RankCountMustMatchTheDeployment) {

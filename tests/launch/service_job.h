@@ -1,13 +1,19 @@
 // ServiceJob: a real serving job for the MPI tests: writes a deployment YAML into a fresh folder, runs
-// `tandem launch --oversubscribe` in its own process group with output to a log, finds the port the
-// coordinator prints, and can kill one rank. The destructor kills the whole group, so a failing test
-// never leaves ranks behind. Also: running a command to completion with its output.
+// `tandem launch` in its own process group with output to a log (without --oversubscribe: on a machine
+// with fewer cores than ranks the launcher adds it itself), finds the port the coordinator prints, and
+// can kill one rank. The destructor ends whatever is left, so a failing test never leaves ranks behind.
+// Also: running a command to completion with its output, and checks that a port is free and that
+// Open MPI's noise stays out of a job's output.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -104,21 +110,23 @@ class ServiceJob {
     config_ = dir_.path() / "deploy.yaml";
     std::ofstream(config_) << yaml;
     log_ = dir_.path() / "job.log";
-    std::vector<std::string> argv = {TANDEM_BINARY, "launch", "--config", config_.string(), "--oversubscribe",
-                                     "--exit-dir", dir_.path().string()};
+    std::vector<std::string> argv = {TANDEM_BINARY, "launch", "--config", config_.string(), "--exit-dir",
+                                     dir_.path().string()};
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     pid_ = spawn(argv, log_);
   }
-  // An orderly stop first (Ctrl-C on the launcher), then SIGKILL for whatever is left.
+  // An orderly stop first (Ctrl-C on the launcher), then SIGKILL for whatever is left: the launcher's
+  // group, mpirun's (its own group, led by it) and the ranks.
   ~ServiceJob() {
     if (!exit_code_) {
       kill(pid_, SIGINT);
       if (!wait(std::chrono::milliseconds(15000))) {
+        for (pid_t p : processes("mpirun")) kill(-p, SIGKILL);
         kill(-pid_, SIGKILL);
-        for (pid_t rank : ranks()) kill(rank, SIGKILL);
         wait_exit(pid_, std::chrono::milliseconds(10000));
       }
     }
+    for (pid_t rank : ranks()) kill(rank, SIGKILL);
   }
   ServiceJob(const ServiceJob&) = delete;
   ServiceJob& operator=(const ServiceJob&) = delete;
@@ -144,6 +152,21 @@ class ServiceJob {
   pid_t launcher() const { return pid_; }
   const std::filesystem::path& dir() const { return dir_.path(); }
 
+  // The processes running this job's file whose command line starts with `program` ("mpirun", or the
+  // tandem binary for the launcher and the ranks).
+  std::vector<pid_t> processes(const std::string& program) const {
+    std::vector<pid_t> out;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = read_text(entry.path() / "cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.rfind(program, 0) == 0 && cmdline.find(config_.string()) != std::string::npos) {
+        out.push_back(static_cast<pid_t>(std::stol(name)));
+      }
+    }
+    return out;
+  }
   // The pids of this job's ranks (processes whose command line runs `serve` on this job's file),
   // by MPI rank; empty slots for ranks not found.
   std::vector<pid_t> ranks() const {
@@ -181,6 +204,32 @@ class ServiceJob {
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
 };
+
+// Whether a listener can take `port` now (with SO_REUSEADDR, as tandem's own listener does): what an
+// immediate relaunch needs.
+inline bool port_is_free(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // NOLINTNEXTLINE: the sockets API takes sockaddr*
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 1) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The first piece of Open MPI's noise (abort banners, PMIx and ORTE error lines, help aggregation, signal
+// forwarding) in a job's output, or "" when there is none.
+inline std::string mpi_noise(const std::string& output) {
+  for (const char* noise : {"MPI_ABORT", "PMIX ERROR", "ORTE_ERROR_LOG", "orte_base_help_aggregate",
+                            "more processes have sent help message", "Forwarding signal", "-------------------"}) {
+    if (output.find(noise) != std::string::npos) return noise;
+  }
+  return "";
+}
 
 // A CPU deployment of the shipped decision-tiny model: the coordinator and `scorers` scorer ranks with
 // one thread each, port 0, and `extra` YAML sections appended (limits, health, ...).

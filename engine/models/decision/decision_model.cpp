@@ -3,6 +3,7 @@
 // and the special token ids.
 #include "engine/models/decision/decision_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -138,6 +139,15 @@ ir::BatchLimits DecisionModel::batch_limits() const {
   limits.vocab = encoder_.vocab_size;
   limits.qtypes = 3;
   return limits;
+}
+
+uint32_t DecisionModel::max_sequence_tokens() const {
+  return std::min(laya_.max_len, encoder_.max_position_embeddings);
+}
+
+std::string DecisionModel::max_sequence_source() const {
+  return fmt::format("max_len {} in rl_agent_config.json, max_position_embeddings {} in encoder/config.json",
+                     laya_.max_len, encoder_.max_position_embeddings);
 }
 
 float DecisionModel::temperature(uint8_t qtype, uint32_t options) const {

@@ -42,6 +42,10 @@ class DecisionModel {
   uint32_t vocab() const { return encoder_.vocab_size; }
   uint32_t hidden() const { return encoder_.hidden_size; }
   ir::BatchLimits batch_limits() const;
+  // The longest sequence the checkpoint takes: the smaller of rl_agent_config.json's max_len and the
+  // encoder's max_position_embeddings; max_sequence_source() names both, for messages.
+  uint32_t max_sequence_tokens() const;
+  std::string max_sequence_source() const;
   // The calibration temperature for a question type and option count: rl_agent_config's
   // temperature_by_options entry if any, else the checkpoint's `temperature` buffer.
   float temperature(uint8_t qtype, uint32_t options) const;

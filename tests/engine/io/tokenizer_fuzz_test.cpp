@@ -1,5 +1,5 @@
 // Tokenizer robustness on random input: any valid UTF-8 text round-trips exactly through a lossless
-// byte-level tokenizer (added tokens and merges included), invalid UTF-8 is always a Result error, and
+// byte-level tokenizer (added tokens and merges included; special-token matching on or off), invalid UTF-8 is always a Result error, and
 // randomly damaged tokenizer.json files load or fail cleanly, never crash (ASan/UBSan run this too).
 #include <gtest/gtest.h>
 
@@ -96,6 +96,11 @@ TEST(TokenizerFuzz, RandomTextRoundTripsOrFailsCleanly) {
     }
     ASSERT_TRUE(ids.ok()) << ids.error().message();
     ASSIGN_OK(std::string back, t->decode(ids.value()));
+    ASSERT_EQ(back, text) << shown(text);
+    // With special-token matching off the text round-trips too, and no special id comes out.
+    ASSIGN_OK(auto split, t->encode(text, SpecialTokens::kSplit));
+    for (uint32_t id : split) ASSERT_FALSE(t->is_special(id)) << shown(text);
+    ASSIGN_OK(back, t->decode(split));
     ASSERT_EQ(back, text) << shown(text);
   }
   EXPECT_GT(invalid, 500u);  // both branches were exercised

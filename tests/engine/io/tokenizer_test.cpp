@@ -158,6 +158,40 @@ TEST(TokenizerAdded, StripAndSingleWordFlags) {
   EXPECT_EQ(ids, bytes_of("\u00e9<m>"));
 }
 
+// HF's split_special_tokens=True (Rust encode_special_tokens): a special token's literal is plain text,
+// its flags (lstrip) do nothing, non-special added tokens still match, and the skipped match is not
+// searched again for a shorter token inside it (aho-corasick's non-overlapping matches go on after it).
+TEST(TokenizerAdded, SplitSpecialTokensLeavesSpecialLiteralsAsText) {
+  json j = added_vocab_tokenizer();
+  j["normalizer"] = nullptr;
+  ASSIGN_OK(auto t, parse(j));
+  ASSIGN_OK(Ids ids, t->encode("a<|x|>b", SpecialTokens::kSplit));
+  EXPECT_EQ(ids, bytes_of("a<|x|>b"));
+  ASSIGN_OK(ids, t->encode("q \t[MASK]", SpecialTokens::kSplit));
+  EXPECT_EQ(ids, bytes_of("q \t[MASK]"));
+  ASSIGN_OK(ids, t->encode("[R] \nq", SpecialTokens::kSplit));
+  EXPECT_EQ(ids, bytes_of("[R] \nq"));
+  ASSIGN_OK(ids, t->encode("abcd <m>", SpecialTokens::kSplit));  // non-special: still tokens
+  EXPECT_EQ(ids, (Ids{261, 'd', ' ', 259}));
+  ASSIGN_OK(ids, t->encode("a<|x|>b"));  // the default is unchanged
+  EXPECT_EQ(ids, (Ids{'a', 256, 'b'}));
+  EXPECT_TRUE(t->is_special(256));
+  EXPECT_TRUE(t->is_special(258));
+  EXPECT_FALSE(t->is_special(259));
+  EXPECT_FALSE(t->is_special('a'));
+
+  json inner = tokenizer_json(byte_vocab(), json::array(), byte_level(), nullptr,
+                              json::array({added_token("[ab]", true, false), added_token("ab", false, false)}));
+  ASSIGN_OK(auto nested, parse(inner));
+  const uint32_t ab = *nested->token_id("ab");
+  ASSIGN_OK(ids, nested->encode("[ab] ab", SpecialTokens::kSplit));
+  Ids want = bytes_of("[ab] ");
+  want.push_back(ab);
+  EXPECT_EQ(ids, want);
+  ASSIGN_OK(ids, nested->encode("[ab] ab"));
+  EXPECT_EQ(ids, (Ids{*nested->token_id("[ab]"), ' ', ab}));
+}
+
 TEST(TokenizerAdded, NormalizedTokensMatchAfterNormalization) {
 #if TANDEM_HAVE_ICU
   ASSIGN_OK(auto t, parse(added_vocab_tokenizer()));
@@ -410,6 +444,39 @@ TEST(TokenizerGoldens, MatchHuggingFaceTokenizers) {
       ++checked;
     }
     EXPECT_GT(checked, 100u) << name;
+  }
+}
+
+// The same tokenizers with special-token matching off (HF's split_special_tokens=True), over the
+// golden strings and texts full of special-token literals. The section comes from
+// tools/make_tokenizer_fixture.py; a goldens.json without it is a failure, not a skip.
+TEST(TokenizerGoldens, SplitSpecialTokensMatchHuggingFaceTokenizers) {
+  std::ifstream in(fixture("goldens.json"));
+  ASSERT_TRUE(in.good()) << "missing " << fixture("goldens.json");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const json goldens = json::parse(buffer.str());
+  ASSERT_TRUE(goldens.contains("split_special"))
+      << fixture("goldens.json") << " has no \"split_special\" section: regenerate it on the GPU machine with "
+      << "`python3 tools/make_tokenizer_fixture.py --goldens-only` (it needs HF tokenizers)";
+  for (const std::string name : {"modernbert", "qwen"}) {
+    ASSERT_TRUE(goldens["split_special"].contains(name)) << name;
+#if !TANDEM_HAVE_ICU
+    GTEST_SKIP() << "this build has no ICU, so it cannot load the NFC fixture tokenizers";
+#endif
+    ASSIGN_OK(auto t, Tokenizer::load(fixture(name + "/tokenizer.json")));
+    size_t checked = 0;
+    size_t with_literals = 0;
+    for (const json& g : goldens["split_special"][name]) {
+      const auto text = g["text"].get<std::string>();
+      ASSIGN_OK(Ids got, t->encode(text, SpecialTokens::kSplit));
+      EXPECT_EQ(got, g["ids"].get<Ids>()) << name << ": " << json(text).dump();
+      ASSIGN_OK(Ids matched, t->encode(text));
+      if (matched != got) ++with_literals;
+      ++checked;
+    }
+    EXPECT_GT(checked, 100u) << name;
+    EXPECT_GT(with_literals, 5u) << name << ": the section should hold texts with special-token literals";
   }
 }
 

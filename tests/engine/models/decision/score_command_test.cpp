@@ -2,6 +2,7 @@
 // the Scorer itself, batching across several batches, and input errors that name their field.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -120,7 +121,33 @@ TEST_F(ScoreCommand, ErrorsNameTheFieldAtFault) {
   expect_error(R"({"sequences": [7]})", "sequences[0]: expected an object");
   expect_error(R"({"questions": []})", "\"sequences\" is a list");
   expect_error(R"({"sequences": [)", "input.json");
-  expect_error(R"({"sequences": []})", "f32 only", {"--precision", "f16"});
+  expect_error(R"({"sequences": [{"ids": [1], "markers": [], "qtype": 0}]})", "f32 only", {"--precision", "f16"});
+  // As POST /v1/score answers 400 "sequences is empty".
+  expect_error(R"({"sequences": []})", "input.json: sequences is empty; give at least one sequence");
+}
+
+// Past the checkpoint's length limits (max_len in rl_agent_config.json, max_position_embeddings in
+// encoder/config.json, whichever is smaller) a sequence is refused with both named, at 1 token past.
+TEST_F(ScoreCommand, SequencesPastTheModelsLengthLimitAreRefused) {
+  auto ids = [](size_t n) {
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = 0; i < n; ++i) list.push_back(5 + i % 80);
+    return nlohmann::json{{"sequences", {{{"ids", list}, {"markers", nlohmann::json::array()}, {"qtype", 0}}}}}.dump();
+  };
+  // The tiny model: max_len 512 (Laya's default), no max_position_embeddings (HF's default, 8192).
+  EXPECT_EQ(score(ids(512)).exit_code, 0);
+  expect_error(ids(513), "sequences[0].ids: 513 tokens; the model takes at most 512 (max_len 512 in "
+                         "rl_agent_config.json, max_position_embeddings 8192 in encoder/config.json)");
+  // A smaller max_position_embeddings wins.
+  const auto config = dir_.path() / "model" / "encoder" / "config.json";
+  std::ifstream in(config);
+  nlohmann::json encoder = nlohmann::json::parse(in);
+  in.close();
+  encoder["max_position_embeddings"] = 300;
+  std::ofstream(config, std::ios::trunc) << encoder.dump();
+  EXPECT_EQ(score(ids(300)).exit_code, 0);
+  expect_error(ids(301), "sequences[0].ids: 301 tokens; the model takes at most 300 (max_len 512 in "
+                         "rl_agent_config.json, max_position_embeddings 300 in encoder/config.json)");
 }
 
 TEST_F(ScoreCommand, MissingModelAndBadFlags) {

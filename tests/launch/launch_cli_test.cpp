@@ -1,0 +1,135 @@
+// The tandem binary's commands without a serving job: `tandem generate` refuses what the target cannot
+// take (a prompt or prompt + --max-tokens past max_position_embeddings) and malformed --prompt-ids;
+// `tandem launch --dry-run` adds --oversubscribe itself when one machine has fewer cores than ranks;
+// and MpiOutputFilter drops Open MPI's noise and nothing else.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "launch/mpi_output_filter.h"
+#include "tests/launch/service_job.h"
+
+namespace tandem::testing {
+namespace {
+
+const std::string kTarget = TANDEM_SOURCE_DIR "/tests/fixtures/qwen3/tiny";  // max_position_embeddings 256
+
+std::string ids(size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(10 + i % 200);
+  return s;
+}
+
+CommandResult generate(const TempDir& dir, const std::string& prompt, const std::string& max_tokens) {
+  static int n = 0;
+  return run_command({TANDEM_BINARY, "generate", "--target", kTarget, "--prompt-ids", prompt, "--max-tokens", max_tokens,
+                      "--threads", "1"},
+                     dir.path() / ("generate-" + std::to_string(n++) + ".log"));
+}
+
+TEST(Generate, RefusesPromptsAndLengthsPastTheTargetsPositions) {
+  TempDir dir;
+  const std::string config = kTarget + "/config.json";
+  auto fits = generate(dir, ids(250), "6");  // 256 positions exactly
+  EXPECT_EQ(fits.code, 0) << fits.output;
+  auto prompt = generate(dir, ids(300), "4");
+  EXPECT_EQ(prompt.code, 2) << prompt.output;
+  EXPECT_NE(prompt.output.find("prompt 0 has 300 tokens; the target takes at most 256 positions "
+                               "(max_position_embeddings in " + config + "), so a prompt may have at most 255"),
+            std::string::npos)
+      << prompt.output;
+  auto total = generate(dir, "10,20,30,40", "1000");
+  EXPECT_EQ(total.code, 2) << total.output;
+  EXPECT_NE(total.output.find("prompt 0 (4 tokens) + --max-tokens 1000 = 1004 positions; the target takes at most "
+                              "256 (max_position_embeddings in " + config + "): ask for at most 252 tokens"),
+            std::string::npos)
+      << total.output;
+  auto one_past = generate(dir, ids(250), "7");
+  EXPECT_EQ(one_past.code, 2) << one_past.output;
+}
+
+TEST(Generate, RefusesEmptyPromptIdEntries) {
+  TempDir dir;
+  for (const auto& [prompt, why] : std::vector<std::pair<std::string, std::string>>{
+           {"1,,2", "--prompt-ids: entry 1 is empty (two commas in a row)"},
+           {",1,2", "--prompt-ids: entry 0 is empty (a comma before the first id)"},
+           {"1,2,", "--prompt-ids: entry 2 is empty (a comma after the last id)"},
+           {"1,x", "--prompt-ids: entry 1 'x' is not a token id"}}) {
+    auto r = generate(dir, prompt, "2");
+    EXPECT_EQ(r.code, 2) << prompt << ": " << r.output;
+    EXPECT_NE(r.output.find(why), std::string::npos) << prompt << ": " << r.output;
+  }
+  auto spaced = generate(dir, "10, 20 30,40", "2");  // commas and/or spaces
+  EXPECT_EQ(spaced.code, 0) << spaced.output;
+}
+
+std::string deployment(int scorers) {
+  std::string yaml = "server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
+                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/models/decision-tiny}\nranks:\n"
+                     "  - role: coordinator\n";
+  for (int i = 0; i < scorers; ++i) yaml += "  - role: scorer\n";
+  return yaml;
+}
+
+// More ranks than any machine's cores: --oversubscribe, said so; two ranks fit every test machine: none.
+// With a hostfile the slots decide, and a shortage is refused in tandem's words.
+TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
+  TempDir dir;
+  std::ofstream(dir.path() / "many.yaml") << deployment(1023);
+  auto many = run_command({TANDEM_BINARY, "launch", "--config", (dir.path() / "many.yaml").string(), "--dry-run"},
+                          dir.path() / "many.log");
+  EXPECT_EQ(many.code, 0) << many.output;
+  const std::string said = "tandem launch: 1024 ranks on the ";
+  EXPECT_NE(many.output.find(said), std::string::npos) << many.output;
+  EXPECT_NE(many.output.find("cores of this machine: passing --oversubscribe to mpirun"), std::string::npos);
+  EXPECT_NE(many.output.find("--bind-to none -x NCCL_NVLS_ENABLE --oversubscribe "), std::string::npos);
+
+  std::ofstream(dir.path() / "two.yaml") << deployment(1);
+  auto two = run_command({TANDEM_BINARY, "launch", "--config", (dir.path() / "two.yaml").string(), "--dry-run"},
+                         dir.path() / "two.log");
+  EXPECT_EQ(two.code, 0) << two.output;
+  EXPECT_EQ(two.output.find("--oversubscribe"), std::string::npos) << two.output;
+
+  std::ofstream(dir.path() / "hosts") << "node0 slots=4\nnode1 slots=4\n";
+  auto hosts = run_command({TANDEM_BINARY, "launch", "--config", (dir.path() / "many.yaml").string(), "--hostfile",
+                            (dir.path() / "hosts").string(), "--dry-run"},
+                           dir.path() / "hosts.log");
+  EXPECT_EQ(hosts.code, 1) << hosts.output;
+  EXPECT_NE(hosts.output.find("has 8 slots for the 1024 ranks of"), std::string::npos) << hosts.output;
+  EXPECT_NE(hosts.output.find("add slots or pass --oversubscribe"), std::string::npos) << hosts.output;
+}
+
+// Open MPI 4.1's messages as mpirun printed them in a failing job.
+TEST(MpiOutputFilter, DropsOpenMpisNoiseAndKeepsEverythingElse) {
+  const std::string dashes(74, '-');
+  const std::string text =
+      "[2026-12-01 09:36:11.815] [rank 0] [error] cannot listen on 127.0.0.1:8080: the port is in use\n"
+      "[vm:12832] PMIX ERROR: BAD-PARAM in file ../../../src/event/pmix_event_notification.c at line 1033\n" +
+      dashes + "\nMPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nwith errorcode 1.\n\n" + dashes +
+      "\n[vm:15600] [[20494,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file "
+      "../../../orte/util/show_help.c at line 501\n"
+      "[vm:12832] 2 more processes have sent help message help-mpi-api.txt / mpi-abort\n"
+      "[vm:12832] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error messages\n"
+      "mpirun: Forwarding signal 10 to job\n" +
+      dashes + "\nORTE was unable to reliably start one or more daemons.\n" + dashes + "\n" +
+      "[rank 1] a line of the job\n" + "[note] PMIX ERROR: kept, no host:pid before it\n" +
+      "no newline at the end";
+  tandem::launch::MpiOutputFilter filter;
+  std::string out;
+  for (size_t at = 0; at < text.size(); at += 7) out += filter.feed(std::string_view(text).substr(at, 7));
+  out += filter.finish();
+  EXPECT_EQ(out, "[2026-12-01 09:36:11.815] [rank 0] [error] cannot listen on 127.0.0.1:8080: the port is in use\n" +
+                     dashes + "\nORTE was unable to reliably start one or more daemons.\n" + dashes + "\n" +
+                     "[rank 1] a line of the job\n" + "[note] PMIX ERROR: kept, no host:pid before it\n" +
+                     "no newline at the end\n");
+  EXPECT_FALSE(filter.slots_short());
+
+  tandem::launch::MpiOutputFilter slots;
+  EXPECT_EQ(slots.feed(dashes + "\nThere are not enough slots available in the system to satisfy the 3\nslots that "
+                                "were requested by the application:\n" + dashes + "\n"),
+            "");
+  EXPECT_TRUE(slots.slots_short());
+}
+
+}  // namespace
+}  // namespace tandem::testing

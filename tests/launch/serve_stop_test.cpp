@@ -1,0 +1,170 @@
+// How a serving job under `tandem launch` ends, as a user meets it: Ctrl-C (SIGINT to the launcher's
+// process group) or SIGTERM to the launcher alone, under load, finishes the work in hand and exits 0
+// with no request lost, the port free at once and no rank left; a busy port ends the job at once with
+// one line and no Open MPI noise, before any worker has loaded; the shipped CPU example runs on this
+// machine as the README shows it, without --oversubscribe.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <future>
+
+#include "bench/loadgen_http.h"
+#include "tests/launch/service_job.h"
+
+namespace tandem::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using loadgen::HttpConnection;
+using nlohmann::json;
+
+const std::string kModel = TANDEM_SOURCE_DIR "/models/decision-tiny";
+
+// Short sequences of the decision fixture and `tandem score`'s answers to them, as loadgen files.
+std::pair<std::string, std::string> pool_files(const TempDir& dir) {
+  std::ifstream in(TANDEM_SOURCE_DIR "/tests/fixtures/decision/reference.json");
+  const json ref = json::parse(in);
+  json seqs = json::array();
+  for (const json& batch : ref.at("batches")) {
+    for (const json& s : batch.at("sequences")) {
+      if (s.at("ids").size() <= 40) seqs.push_back({{"ids", s.at("ids")}, {"markers", s.at("markers")}, {"qtype", s.at("qtype")}});
+    }
+  }
+  const auto input = dir.path() / "pool.json";
+  std::ofstream(input) << json{{"sequences", seqs}}.dump();
+  auto r = run_command({TANDEM_BINARY, "score", "--model", kModel, "--input", input.string(), "--threads", "1"},
+                       dir.path() / "score.log");
+  EXPECT_EQ(r.code, 0) << r.output;
+  const json want = json::parse(r.output.substr(r.output.find('{'))).at("sequences");
+  const auto expect = dir.path() / "expect.json";
+  std::ofstream(expect) << json{{"sequences", want}}.dump();
+  return {input.string(), expect.string()};
+}
+
+// A closed loop of checked requests that runs until the server refuses connections.
+std::future<std::pair<int, json>> load_until_stopped(const TempDir& dir, uint16_t port) {
+  const auto [input, expect] = pool_files(dir);
+  return std::async(std::launch::async, [&dir, port, input = input, expect = expect] {
+    auto r = run_command({TANDEM_LOADGEN, "--url", "http://127.0.0.1:" + std::to_string(port), "--input", input,
+                          "--expect", expect, "--requests", "200000", "--connections", "16", "--per-request", "2",
+                          "--allow", "503", "--timeout-ms", "20000", "--until-refused"},
+                         dir.path() / "loadgen.log", 120s);
+    json summary;
+    const auto begin = r.output.find('{');
+    if (begin != std::string::npos) summary = json::parse(r.output.substr(begin), nullptr, false);
+    return std::make_pair(r.code, summary);
+  });
+}
+
+// Stops a job under load with `signal_job` and checks what the issue asks of an orderly stop.
+void stop_under_load(const std::function<void(ServiceJob&)>& signal_job) {
+  ServiceJob job(cpu_deployment(2));
+  auto port = job.wait_listening();
+  ASSERT_TRUE(port) << job.output();
+  TempDir dir;
+  auto load = load_until_stopped(dir, *port);
+  // Load is on: answers are coming back.
+  bool busy = false;
+  for (int i = 0; i < 100 && !busy; ++i) {
+    std::this_thread::sleep_for(100ms);
+    HttpConnection c(*port);
+    auto m = c.request("GET", "/metrics", "", 5s);
+    busy = m && m->body.find("tandem_requests_total{endpoint=\"/v1/score\",status=\"200\"}") != std::string::npos;
+  }
+  ASSERT_TRUE(busy) << job.output();
+  std::this_thread::sleep_for(1500ms);
+
+  signal_job(job);
+  auto code = job.wait(30s);
+  ASSERT_TRUE(code) << job.output();
+  EXPECT_EQ(*code, 0) << job.output();
+  // Right after the launcher returns: the port can be bound again, and no rank is left.
+  EXPECT_TRUE(port_is_free(*port));
+  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << job.output();
+  EXPECT_TRUE(job.processes("mpirun").empty()) << job.output();
+  EXPECT_EQ(mpi_noise(job.output()), "") << job.output();
+  EXPECT_NE(job.output().find("stopping: finishing the work in hand"), std::string::npos) << job.output();
+  EXPECT_NE(job.output().find("tandem launch: the job stopped cleanly"), std::string::npos) << job.output();
+
+  auto [lg_code, summary] = load.get();
+  EXPECT_EQ(lg_code, 0) << summary.dump(2);
+  EXPECT_EQ(summary.at("lost"), 0) << summary.dump(2);
+  EXPECT_EQ(summary.at("timed_out"), 0) << summary.dump(2);
+  EXPECT_EQ(summary.at("mismatched"), 0) << summary.dump(2);
+  EXPECT_EQ(summary.at("duplicated"), 0) << summary.dump(2);
+  EXPECT_GT(summary.at("statuses").value("200", 0), 100) << summary.dump(2);
+}
+
+TEST(ServeStop, CtrlCToTheProcessGroupUnderLoadFinishesTheWorkAndExits0) {
+  stop_under_load([](ServiceJob& job) { ASSERT_EQ(kill(-job.launcher(), SIGINT), 0); });
+}
+
+TEST(ServeStop, SigtermToTheLauncherUnderLoadFinishesTheWorkAndExits0) {
+  stop_under_load([](ServiceJob& job) { ASSERT_EQ(kill(job.launcher(), SIGTERM), 0); });
+}
+
+// A listener on the job's port: the job ends at once, before it waits for the workers to load, exit 1,
+// with one line naming the port and the fix, and nothing from Open MPI or the workers.
+TEST(ServeStop, ABusyPortEndsTheJobAtOnceWithOneLine) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // NOLINTNEXTLINE: the sockets API takes sockaddr*
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof addr;
+  // NOLINTNEXTLINE: the sockets API takes sockaddr*
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const unsigned port = ntohs(addr.sin_port);
+  ServiceJob job(cpu_deployment(2).replace(0, std::string("server: {host: 127.0.0.1, port: 0}").size(),
+                                           "server: {host: 127.0.0.1, port: " + std::to_string(port) + "}"));
+  const auto start = std::chrono::steady_clock::now();
+  auto code = job.wait(60s);
+  ::close(fd);
+  ASSERT_TRUE(code) << job.output();
+  EXPECT_EQ(*code, 1) << job.output();
+  const std::string out = job.output();
+  const std::string line = "cannot listen on 127.0.0.1:" + std::to_string(port) +
+                           ": the port is in use by another process; stop it or set server.port to another port (0 "
+                           "picks a free one)";
+  EXPECT_NE(out.find(line), std::string::npos) << out;
+  EXPECT_EQ(out.find(line), out.rfind(line)) << "said once:\n" << out;
+  // Found before the workers were waited for: the line comes before any worker's "ready".
+  EXPECT_LT(out.find(line), out.find("ready: model")) << out;
+  EXPECT_EQ(out.find("the coordinator ended the job"), std::string::npos) << out;
+  EXPECT_EQ(mpi_noise(out), "") << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << out;
+  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
+}
+
+// config/examples/cpu.yaml as shipped (3 ranks; only the port, and the model path it finds from its own
+// folder, changed for a test machine), run as the README shows: `tandem launch --config`, no flags.
+TEST(ServeStop, TheShippedCpuExampleRunsWithoutFlags) {
+  std::ifstream in(TANDEM_SOURCE_DIR "/config/examples/cpu.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"port: 8080", "port: 0"},
+                                 {"dir: ../../models/decision-tiny", "dir: " + kModel}}) {
+    const size_t at = yaml.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    yaml.replace(at, from.size(), to);
+  }
+  ServiceJob job(yaml);
+  auto port = job.wait_listening();
+  ASSERT_TRUE(port) << job.output();
+  HttpConnection c(*port);
+  auto h = c.request("GET", "/health", "", 5s);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200) << h->body;
+  EXPECT_EQ(job.output().find("not enough slots"), std::string::npos) << job.output();
+  kill(job.launcher(), SIGINT);
+  auto code = job.wait(30s);
+  ASSERT_TRUE(code) << job.output();
+  EXPECT_EQ(*code, 0) << job.output();
+}
+
+}  // namespace
+}  // namespace tandem::testing
