@@ -2,7 +2,7 @@
 """Builds two byte-level BPE tokenizers with HF `tokenizers` (ModernBERT-style and Qwen-style) and the
 goldens tandem's C++ tokenizer must reproduce: tests/fixtures/tokenizer/{modernbert,qwen}/tokenizer.json
 and tests/fixtures/tokenizer/goldens.json. The ModernBERT-style one also ships as the decision model's
-tokenizer (models/decision-tiny/tokenizer/). Run on a machine with `tokenizers` (the GPU machine):
+tokenizer (tests/fixtures/decision-tiny/tokenizer/). Run on a machine with `tokenizers` (the GPU machine):
     python3 tools/make_tokenizer_fixture.py [--out REPO_ROOT]
 Deterministic: the corpus is generated from a fixed seed."""
 import argparse
@@ -137,7 +137,7 @@ def main():
         print(f"{name}: vocab {tok.get_vocab_size()}, {len(strings)} golden strings")
     with open(os.path.join(root, "tests/fixtures/tokenizer/goldens.json"), "w") as f:
         json.dump(result, f, ensure_ascii=True, indent=0)
-    dm = os.path.join(root, "models/decision-tiny/tokenizer")
+    dm = os.path.join(root, "tests/fixtures/decision-tiny/tokenizer")
     os.makedirs(dm, exist_ok=True)
     toks["modernbert"].save(os.path.join(dm, "tokenizer.json"))
 
