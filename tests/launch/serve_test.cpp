@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <future>
 
 #include "bench/loadgen_http.h"
@@ -117,6 +118,12 @@ TEST(Serve, AnswersEqualTandemScore) {
     const size_t pick = answers[i].at("pick").get<size_t>();
     EXPECT_EQ(answers[i].at("option"), sample.at("questions")[i].at("options")[pick]);
   }
+  // The sample's one-option noul question ("The customer is angry.") answers P(true) = sigmoid(z / T),
+  // not a softmax over one logit (always 1).
+  ASSERT_EQ(sample.at("questions")[2].at("qtype"), "noul");
+  ASSERT_EQ(answers[2].at("probabilities").size(), 1u);
+  const double z = answers[2].at("logits")[0].get<double>(), t = 1.9834;  // the fixture's noul temperature
+  EXPECT_NEAR(answers[2].at("probabilities")[0].get<double>(), 1.0 / (1.0 + std::exp(-z / t)), 1e-6);
 
   HttpConnection c(*port);
   auto models = c.request("GET", "/v1/models", "", 5s);
