@@ -36,6 +36,7 @@ class DrafterShape:
     sel_top_k: int = 8
     softcap: float = 30.0
     out_mult: float = 1.0
+    windows: tuple = None  # per layer: a sliding window (|q_pos - k_pos| < w) or None; the shipped drafters: None
 
     def qwen3(self):
         return Qwen3Shape(vocab=self.vocab, hidden=self.hidden, inter=self.inter, layers=self.layers,
@@ -148,7 +149,10 @@ class Drafter(nn.Module):
         blk = torch.arange(a * b, device=x.device) // b
         see_blk = (blk[:, None] == blk[None, :])[None].expand(sq, -1, -1)
         mask = torch.cat([see_ctx, see_blk], -1)[:, None]  # [S, 1, A·B, T + A·B]
-        for layer, (ck, cv) in zip(self.layers, ctx):
+        key_pos = torch.cat([torch.arange(t, device=x.device)[None].expand(sq, -1), pos], 1)  # [S, T + A·B]
+        near = (pos[:, :, None] - key_pos[:, None, :]).abs()[:, None]
+        masks = [mask if not w else mask & (near < w) for w in (self.d.windows or [None] * self.d.layers)]
+        for layer, (ck, cv), mask in zip(self.layers, ctx, masks):
             at = layer.self_attn
             u = layer.input_layernorm(x)
             if self.d.version == 2:
@@ -214,16 +218,20 @@ def shape_from_config(c):
     dc = c["dflash_config"]
     v2 = "conv_kernel_size" in dc
     get = lambda k, default=None: dc.get(k, c.get(k, default))
+    n, layers = get("num_target_layers"), c["num_hidden_layers"]
+    default_taps = [n // 2] if layers == 1 else [round(1 + i * (n - 4) / (layers - 1)) for i in range(layers)]
     return DrafterShape(version=2 if v2 else 1, vocab=c["vocab_size"], hidden=c["hidden_size"],
                         inter=c["intermediate_size"], layers=c["num_hidden_layers"],
                         heads=c["num_attention_heads"], kv_heads=c["num_key_value_heads"],
-                        taps=list(dc["target_layer_ids"]), num_target_layers=get("num_target_layers"),
+                        taps=list(dc.get("target_layer_ids", default_taps)), num_target_layers=get("num_target_layers"),
                         mask_id=dc["mask_token_id"], head_dim=c["head_dim"], eps=c["rms_norm_eps"],
-                        theta=c["rope_theta"], max_positions=c["max_position_embeddings"],
+                        theta=c["rope_theta"], max_positions=c.get("max_position_embeddings", 32768),
                         block_size=get("block_size"), conv_taps=get("conv_kernel_size", 2),
                         conv_group=get("conv_group_size", 16), sel_rank=get("selector_rank", 32),
                         sel_top_k=get("selector_top_k", 8), softcap=get("final_logit_softcapping", 0.0),
-                        out_mult=get("output_multiplier", 1.0))
+                        out_mult=get("output_multiplier", 1.0),
+                        windows=tuple(c.get("sliding_window") if t == "sliding_attention" else None
+                                      for t in c.get("layer_types", ["full_attention"] * c["num_hidden_layers"])))
 
 
 def load_drafter(dir_, dev, dtype=torch.float32):

@@ -100,9 +100,10 @@ class Encoder(nn.Module):
 
 def act_features(cls_rows, logits, kmask):
     """ActFeatures (scorer.md §2) for padded option logits [N, K] with kmask bool [N, K] (True = an option)."""
+    dt = torch.promote_types(cls_rows.dtype, torch.float32)  # F32 at least (F64 in the reference checks)
     k = kmask.sum(-1)
-    kf = k.clamp(min=2).float()
-    z = logits.float().masked_fill(~kmask, float("-inf"))
+    kf = k.clamp(min=2).to(dt)
+    z = logits.to(dt).masked_fill(~kmask, float("-inf"))
     q = torch.softmax(z, -1).masked_fill(~kmask, 0.0)
     top = torch.topk(q, min(2, q.shape[-1]), -1).values
     top1 = top[:, 0]
@@ -111,7 +112,7 @@ def act_features(cls_rows, logits, kmask):
     ent = -(q * torch.log(q.clamp(min=1e-9))).sum(-1) / torch.log(kf)
     has = (k > 0).float()
     f = torch.stack([top1 * has, (top1 - top2) * has, ent * has, kf / 255.0], -1)
-    return torch.cat([cls_rows.float(), f], -1)
+    return torch.cat([cls_rows.to(dt), f], -1)
 
 
 class DecisionModel(nn.Module):

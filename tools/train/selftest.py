@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Checks of the pure-torch training code at toy sizes, no tokenizers or transformers needed (runs on Debian's
-CPU torch too; tools/train_default_models.sh runs it first): the Qwen3 module's KV-cached decoding equals its
+"""Checks of the pure-torch training code, no tokenizers or transformers needed (runs on Debian's CPU torch too;
+tools/train_default_models.sh runs it first). Against the float64 references of tools/make_*_fixture.py that
+tandem's C++ is tested against (tests/fixtures): the Qwen3 module's logits, taps and greedy tokens (HF
+Qwen3ForCausalLM), the v1/v2 drafters' block logits and selector walk, the decision module's logits and act
+values (HF ModernBertModel + PyTorch head). At toy sizes: the Qwen3 module's KV-cached decoding equals its
 full forward, the reference speculative loop (v1 and v2 drafters, blocks 2-16) equals plain greedy decoding, a
 drafter's blocks see only context before their anchor, the dynamic convolution starts as the identity, the
 decision model ignores pads and lays out the ticket task, safetensors round trips, and the tensor names are those
@@ -78,6 +81,79 @@ def check_spec(target):
     return total
 
 
+def check_dflash_reference():
+    """The drafter module against tools/make_dflash_fixture.py's float64 reference (tests/fixtures/dflash, the
+    reference tandem's C++ drafters are tested against): block logits and, for v2, the selector walk."""
+    from tools.train.dflash import shape_from_config
+    from tools.train.qwen3 import load_target
+    from tools.train.spec_loop import walk
+    ref = common.read_json(os.path.join(ROOT, "tests/fixtures/dflash/reference.json"))
+    target = load_target(os.path.join(ROOT, ref["target"]), "cpu", torch.float64)
+    worst = 0.0
+    for dr in ref["drafters"]:
+        d = os.path.join(ROOT, dr["dir"])
+        m = Drafter(shape_from_config(common.read_json(os.path.join(d, "config.json"))))
+        sd = common.load_safetensors(os.path.join(d, "model.safetensors"))
+        sd = {("candidate_selector." + k if k.split(".")[0] in ("hidden_projection", "predecessor_codebook",
+                                                                  "successor_codebook") else k): v for k, v in sd.items()}
+        m.load_state_dict(sd, strict=True)
+        m = m.double().eval()
+        for case in dr["cases"]:
+            taps = torch.tensor(case["taps"], dtype=torch.float64)[None]
+            a, b = case["context_len"], case["block_size"]
+            ids = torch.tensor([[[case["anchor"]] + [m.d.mask_id] * (b - 1)]])
+            with torch.no_grad():
+                h = m.blocks(target.model.embed_tokens.weight, ids, torch.tensor([[a]]), m.context(taps))[0, 1:]
+                width = case.get("draft_vocab") or target.s.vocab
+                logits = h @ target.lm_head.weight[:width].T
+            want = torch.tensor(case["logits"], dtype=torch.float64)
+            worst = max(worst, ((logits - want).abs() / want.abs().clamp(min=1)).max().item())
+            if dr["version"] == 2:
+                assert walk(m, logits, h, case["anchor"]) == case["selector"]["path"], "selector walk differs"
+    # RoPE tables are float32 here (the reference takes cos/sin in float64): float32-level differences only.
+    assert worst < 1e-5, f"drafter block logits differ from the reference by {worst:.2e}"
+
+
+def check_qwen3_reference():
+    """The Qwen3 module against HF Qwen3ForCausalLM's float64 logits and tap rows (tests/fixtures/qwen3, untied)."""
+    from tools.train.qwen3 import load_target
+    ref = common.read_json(os.path.join(ROOT, "tests/fixtures/qwen3/reference.json"))
+    m = ref["models"][0]
+    target = load_target(os.path.join(ROOT, m["dir"]), "cpu", torch.float64)
+    worst = 0.0
+    for case in m["cases"]:
+        with torch.no_grad():
+            logits, taps = target(torch.tensor([case["prompt"]]), taps=tuple(m["tap_layers"]))
+        want = torch.tensor(case["logits"], dtype=torch.float64)
+        worst = max(worst, ((logits[0] - want).abs() / want.abs().clamp(min=1)).max().item())
+        hid = torch.cat([torch.tensor(case["hidden"][str(i)], dtype=torch.float64) for i in m["tap_layers"]], -1)
+        worst = max(worst, ((taps[0] - hid).abs() / hid.abs().clamp(min=1)).max().item())
+        assert plain_greedy(target, case["prompt"], case["max_new_tokens"]) == case["greedy"], "greedy differs from HF"
+    assert worst < 1e-5, f"Qwen3 logits/taps differ from HF's by {worst:.2e}"
+
+
+def check_decision_reference():
+    """The decision module against HF ModernBertModel + the PyTorch head in float64 (tests/fixtures/decision)."""
+    from tools.train.modernbert import load_decision
+    ref = common.read_json(os.path.join(ROOT, "tests/fixtures/decision/reference.json"))
+    m = load_decision(os.path.join(ROOT, ref["model"]), "cpu").double()
+    worst, n = 0.0, 0
+    for batch in ref["batches"][:12]:
+        for q in batch["sequences"]:
+            if not q["ids"] or not q["markers"]:
+                continue
+            ids = torch.tensor([q["ids"]])
+            k = len(q["markers"])
+            with torch.no_grad():
+                z, act = m(ids, torch.ones_like(ids, dtype=torch.bool), torch.tensor([q["qtype"]]),
+                           torch.tensor([q["markers"]]), torch.ones(1, k, dtype=torch.bool))
+            for got, want in ((z[0], q["logits"]), (act[0], q["act"])):
+                want = torch.tensor(want, dtype=torch.float64)
+                worst = max(worst, ((got.double() - want).abs() / want.abs().clamp(min=1)).max().item())
+            n += 1
+    assert n > 20 and worst < 1e-5, f"decision logits/act differ from HF + PyTorch by {worst:.2e} ({n} questions)"
+
+
 def check_conv_identity():
     d = DrafterShape(version=2, vocab=50, hidden=64, inter=64, layers=1, heads=1, kv_heads=1, taps=[0],
                      num_target_layers=2, mask_id=49)
@@ -133,6 +209,9 @@ def check_safetensors():
 def main():
     target = check_lm()
     lengths = check_spec(target)
+    check_qwen3_reference()
+    check_dflash_reference()
+    check_decision_reference()
     check_conv_identity()
     check_decision()
     check_tickets()
