@@ -91,7 +91,8 @@ def part_lm(a, dev):
             agree += sum(int(u == v) for u, v in zip(g.tolist(), ours))
             total += n
     check(worst < LOGIT_TOLERANCE, f"Qwen3ForCausalLM logits match tools/train/qwen3.py within {worst:.2e}")
-    return {"pylm": {"corpus": info["corpus"], "training": info["figures"], "hf_logit_max_diff": worst,
+    samples = [{"prompt": tok.decode(p), "greedy": tok.decode(plain_greedy(mine, p, 48))} for p in prompts[:2]]
+    return {"pylm": {"samples": samples, "corpus": info["corpus"], "training": info["figures"], "hf_logit_max_diff": worst,
                      "hf_greedy_token_agreement": agree / max(1, total),
                      "bytes": common.dir_bytes(d)}}
 
@@ -106,7 +107,7 @@ def part_dflash(a, dev, version):
     corpus = torch.load(os.path.join(a.work, "corpus.pt"))
     target = load_target(os.path.join(a.root, "models/pylm"), dev)
     drafter = load_drafter(d, dev)
-    n, new = (2, 12) if a.smoke else (32, 128)
+    n, new = (2, 12) if a.smoke else (24, 128)
     prompts = held_prompts(corpus, n, 16 if a.smoke else 64, 24 if a.smoke else 192, 21)
     t0 = time.time()
     plain = [plain_greedy(target, p, new) for p in prompts]
