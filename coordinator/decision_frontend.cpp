@@ -16,7 +16,7 @@ Result<std::unique_ptr<DecisionFrontend>> DecisionFrontend::load(const config::M
 }
 
 std::vector<float> DecisionFrontend::probabilities(std::span<const float> logits, uint8_t qtype) const {
-  return models::decision::calibrate(logits, model_->temperature(qtype, static_cast<uint32_t>(logits.size())));
+  return model_->probabilities(qtype, logits);
 }
 
 }  // namespace tandem::coordinator

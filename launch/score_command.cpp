@@ -174,7 +174,7 @@ Result<Printed> score(const ScoreOptions& o) {
       const uint32_t s = static_cast<uint32_t>(i - begin);
       const std::vector<float> logits(out->logits.begin() + batch.pcu[s], out->logits.begin() + batch.pcu[s + 1]);
       const uint32_t k = static_cast<uint32_t>(logits.size());
-      const std::vector<float> probs = models::decision::calibrate(logits, model->temperature(qs[i].qtype, k));
+      const std::vector<float> probs = model->probabilities(qs[i].qtype, logits);
       Printed q = {{"logits", Printed::array()},
                    {"act", {shortest(out->act[s][0]), shortest(out->act[s][1])}},
                    {"probs", Printed::array()},

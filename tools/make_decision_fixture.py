@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Builds the small random Laya-compat DecisionModel that ships as models/decision-tiny and the reference
-outputs tandem's backends must match (tests/fixtures/decision/reference.json).
+"""Builds the small random Laya-compat DecisionModel that tests use (tests/fixtures/decision-tiny) and the
+reference outputs tandem's backends must match (tests/fixtures/decision/reference.json).
 
 The model is assembled from independent implementations, in the exact Laya layout (scorer.md §1):
 HF transformers `ModernBertModel` as the encoder (global and windowed layers, two rope thetas, no biases),
@@ -245,7 +245,7 @@ def main():
     encoder.float(), head.float()
     sd = {f"encoder.{k}": v.contiguous() for k, v in encoder.state_dict().items()}
     sd.update({k: v.contiguous() for k, v in head.state_dict().items()})
-    out_dir = os.path.join(root, "models/decision-tiny")
+    out_dir = os.path.join(root, "tests/fixtures/decision-tiny")
     os.makedirs(os.path.join(out_dir, "encoder"), exist_ok=True)
     save_file(sd, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
     cfg.save_pretrained(os.path.join(out_dir, "encoder"))
@@ -282,7 +282,7 @@ def main():
     fx = os.path.join(root, "tests/fixtures/decision")
     os.makedirs(fx, exist_ok=True)
     with open(os.path.join(fx, "reference.json"), "w") as f:
-        json.dump({"model": "models/decision-tiny", "batches": batches}, f)
+        json.dump({"model": "tests/fixtures/decision-tiny", "batches": batches}, f)
     n = sum(len(b["sequences"]) for b in batches)
     print(f"wrote {len(batches)} batches, {n} questions")
 

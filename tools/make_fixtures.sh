@@ -12,7 +12,7 @@ for s in make_tokenizer_fixture make_decision_fixture make_qwen3_fixture make_df
 done
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
-  tar czf "$OUT/fixtures.tar.gz" models/decision-tiny tests/fixtures/tokenizer tests/fixtures/decision \
+  tar czf "$OUT/fixtures.tar.gz" tests/fixtures/decision-tiny tests/fixtures/tokenizer tests/fixtures/decision \
     tests/fixtures/qwen3 tests/fixtures/dflash 2>/dev/null
   ls -la "$OUT"
 fi

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A random Laya-compat DecisionModel with the real ModernBERT-large compat shape (28 layers, d 1024, 16
 heads, GeGLU 2624, vocab 50,368, 2 head layers), F16, in the Laya checkpoint layout, for serving
-benchmarks (tools/gpu-serve-bench.sh). Special ids are those of models/decision-tiny's tokenizer, which is
-copied alongside, so the service starts with it (benchmarks send pre-tokenized /v1/score requests).
+benchmarks (tools/gpu-serve-bench.sh). Special ids are those of the decision-tiny fixture's tokenizer,
+which is copied alongside, so the service starts with it (benchmarks send pre-tokenized /v1/score requests).
 Also writes a pool of W1-shaped questions: 136 tokens, one `choice` question with 4 options.
     python3 tools/make_large_decision_checkpoint.py --out DIR [--pool FILE --questions N]"""
 import argparse
@@ -74,9 +74,9 @@ def main():
         json.dump({"head_layers": HEAD_LAYERS, "max_len": 512, "head_max_len": 192,
                    "temperature": [1.6369, 1.2514, 1.9834]}, f)
     os.makedirs(os.path.join(args.out, "tokenizer"), exist_ok=True)
-    # decision-tiny's tokenizer without its NFC normalizer: the GPU machine has no ICU headers, so a build
+    # the decision-tiny fixture's tokenizer without its NFC normalizer: the GPU machine has no ICU headers, so a build
     # there cannot normalize, and the benchmark's requests are pre-tokenized anyway.
-    with open(os.path.join(root, "models/decision-tiny/tokenizer/tokenizer.json")) as f:
+    with open(os.path.join(root, "tests/fixtures/decision-tiny/tokenizer/tokenizer.json")) as f:
         tokenizer = json.load(f)
     tokenizer["normalizer"] = None
     with open(os.path.join(args.out, "tokenizer/tokenizer.json"), "w") as f:

@@ -2,7 +2,7 @@
 """Builds two byte-level BPE tokenizers with HF `tokenizers` (ModernBERT-style and Qwen-style) and the
 goldens tandem's C++ tokenizer must reproduce: tests/fixtures/tokenizer/{modernbert,qwen}/tokenizer.json
 and tests/fixtures/tokenizer/goldens.json. The ModernBERT-style one also ships as the decision model's
-tokenizer (models/decision-tiny/tokenizer/). Run on a machine with `tokenizers` (the GPU machine):
+tokenizer (tests/fixtures/decision-tiny/tokenizer/). Run on a machine with `tokenizers` (the GPU machine):
     python3 tools/make_tokenizer_fixture.py [--out REPO_ROOT]
 Deterministic: the corpus is generated from a fixed seed. goldens.json holds, per tokenizer, each
 string's ids and decoded text, and under "split_special" the ids with special-token matching off (HF's
@@ -175,7 +175,7 @@ def main():
         json.dump(result, f, ensure_ascii=True, indent=0)
     if args.goldens_only:
         return
-    dm = os.path.join(root, "models/decision-tiny/tokenizer")
+    dm = os.path.join(root, "tests/fixtures/decision-tiny/tokenizer")
     os.makedirs(dm, exist_ok=True)
     toks["modernbert"].save(os.path.join(dm, "tokenizer.json"))
 

@@ -111,12 +111,13 @@ ranks:
 }
 
 TEST_F(ConfigTest, ShippedExamplesLoad) {
-  // The examples point at models/decision-tiny, the checkpoint the project ships.
+  // The examples point at models/decision-tickets, the decision model the project ships (trained by
+  // tools/train_default_models.sh; the random decision-tiny lives in tests/fixtures for tests only).
   for (const char* name : {"cpu.yaml", "one-gpu.yaml", "two-gpus.yaml"}) {
     auto d = load_deployment(std::string(TANDEM_SOURCE_DIR) + "/config/examples/" + name);
     ASSERT_TRUE(d.ok()) << name << ": " << d.error().message();
     EXPECT_GE(d->count(Role::kScorer), 1u) << name;
-    EXPECT_EQ(fs::path(d->model(Role::kScorer)->dir).filename(), "decision-tiny") << name;
+    EXPECT_EQ(fs::path(d->model(Role::kScorer)->dir).filename(), "decision-tickets") << name;
   }
 }
 

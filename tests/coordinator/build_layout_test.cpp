@@ -1,6 +1,6 @@
-// The compat layout (coordinator/build_layout.h) with the shipped decision-tiny tokenizer: the sample
+// The compat layout (coordinator/build_layout.h) with the decision-tiny fixture's tokenizer: the sample
 // questions lay out to exactly the sequences tools/make_decision_fixture.py made with HF tokenizers
-// (models/decision-tiny/sample.json), and each budget rule of scorer.md §1 holds on crafted inputs.
+// (tests/fixtures/decision-tiny/sample.json), and each budget rule of scorer.md §1 holds on crafted inputs.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -19,7 +19,7 @@ constexpr uint32_t kCls = 1, kSep = 2, kMask = 4;  // decision-tiny's special id
 class BuildLayoutTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto t = io::Tokenizer::load(std::string(TANDEM_SOURCE_DIR) + "/models/decision-tiny/tokenizer/tokenizer.json");
+    auto t = io::Tokenizer::load(std::string(TANDEM_SOURCE_DIR) + "/tests/fixtures/decision-tiny/tokenizer/tokenizer.json");
     ASSERT_TRUE(t.ok()) << t.error().message();
     tokenizer_ = std::move(t).value();
   }
@@ -31,8 +31,8 @@ class BuildLayoutTest : public ::testing::Test {
 };
 
 TEST_F(BuildLayoutTest, SampleQuestionsMatchTheFixtureScript) {
-  std::ifstream in(std::string(TANDEM_SOURCE_DIR) + "/models/decision-tiny/sample.json");
-  ASSERT_TRUE(in) << "models/decision-tiny/sample.json is missing";
+  std::ifstream in(std::string(TANDEM_SOURCE_DIR) + "/tests/fixtures/decision-tiny/sample.json");
+  ASSERT_TRUE(in) << "tests/fixtures/decision-tiny/sample.json is missing";
   const json sample = json::parse(in);
   // The state tools/make_decision_fixture.py used for the sample questions.
   const std::string state =

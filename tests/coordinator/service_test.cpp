@@ -45,7 +45,7 @@ class Killable final : public worker::Transport {
 std::string deployment_yaml(uint32_t startup_timeout_s, uint32_t max_batch_tokens, uint16_t port) {
   return "server: {host: 127.0.0.1, port: " + std::to_string(port) + "}\nbackend: {name: cpu, threads: 1}\n"
          "batcher: {max_batch_tokens: " + std::to_string(max_batch_tokens) + "}\n"
-         "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/models/decision-tiny}\n"
+         "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny}\n"
          "health: {heartbeat_ms: 50, dead_after_ms: 500, exit_grace_ms: 500, startup_timeout_s: " +
          std::to_string(startup_timeout_s) + "}\nranks:\n  - role: coordinator\n  - role: scorer\n  - role: scorer\n";
 }

@@ -65,7 +65,7 @@ TEST(Generate, RefusesEmptyPromptIdEntries) {
 
 std::string deployment(int scorers) {
   std::string yaml = "server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
-                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/models/decision-tiny}\nranks:\n"
+                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny}\nranks:\n"
                      "  - role: coordinator\n";
   for (int i = 0; i < scorers; ++i) yaml += "  - role: scorer\n";
   return yaml;

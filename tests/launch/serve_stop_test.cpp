@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 using loadgen::HttpConnection;
 using nlohmann::json;
 
-const std::string kModel = TANDEM_SOURCE_DIR "/models/decision-tiny";
+const std::string kModel = TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny";
 
 // Short sequences of the decision fixture and `tandem score`'s answers to them, as loadgen files.
 std::pair<std::string, std::string> pool_files(const TempDir& dir) {
@@ -147,7 +147,7 @@ TEST(ServeStop, TheShippedCpuExampleRunsWithoutFlags) {
   text << in.rdbuf();
   std::string yaml = text.str();
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"port: 8080", "port: 0"},
-                                 {"dir: ../../models/decision-tiny", "dir: " + kModel}}) {
+                                 {"dir: ../../models/decision-tickets", "dir: " + kModel}}) {
     const size_t at = yaml.find(from);
     ASSERT_NE(at, std::string::npos) << from;
     yaml.replace(at, from.size(), to);

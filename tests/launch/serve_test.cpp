@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <future>
 
 #include "bench/loadgen_http.h"
@@ -23,7 +24,7 @@ using loadgen::HttpConnection;
 using loadgen::HttpReply;
 using nlohmann::json;
 
-const std::string kModel = TANDEM_SOURCE_DIR "/models/decision-tiny";
+const std::string kModel = TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny";
 
 // Every sequence of the decision fixture (the model's reference inputs), as a `tandem score` input.
 json fixture_sequences(size_t max_tokens = 100000) {
@@ -97,7 +98,7 @@ TEST(Serve, AnswersEqualTandemScore) {
   EXPECT_EQ(index, seqs.size());
 
   // /v1/decide on the sample questions: the laid-out sequences are the fixture's, so the answers are
-  // `tandem score`'s on models/decision-tiny/sample.json.
+  // `tandem score`'s on tests/fixtures/decision-tiny/sample.json.
   std::ifstream sample_in(kModel + "/sample.json");
   const json sample = json::parse(sample_in);
   const json decide = {{"state",
@@ -119,6 +120,12 @@ TEST(Serve, AnswersEqualTandemScore) {
     const size_t pick = answers[i].at("pick").get<size_t>();
     EXPECT_EQ(answers[i].at("option"), sample.at("questions")[i].at("options")[pick]);
   }
+  // The sample's one-option noul question ("The customer is angry.") answers P(true) = sigmoid(z / T),
+  // not a softmax over one logit (always 1).
+  ASSERT_EQ(sample.at("questions")[2].at("qtype"), "noul");
+  ASSERT_EQ(answers[2].at("probabilities").size(), 1u);
+  const double z = answers[2].at("logits")[0].get<double>(), t = 1.9834;  // the fixture's noul temperature
+  EXPECT_NEAR(answers[2].at("probabilities")[0].get<double>(), 1.0 / (1.0 + std::exp(-z / t)), 1e-6);
 
   HttpConnection c(*port);
   auto models = c.request("GET", "/v1/models", "", 5s);
@@ -383,7 +390,7 @@ TEST(Serve, AWorkerKilledUnderLoad) {
 
 TEST(Serve, AWorkerThatCannotLoadEndsTheJobAtStart) {
   ServiceJob job("server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
-                 "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/models/decision-tiny}\n"
+                 "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny}\n"
                  "ranks:\n  - role: coordinator\n  - role: scorer\n  - {role: scorer, backend: cuda, device: 63}\n");
   auto code = job.wait(120s);
   ASSERT_TRUE(code) << job.output();
@@ -400,7 +407,7 @@ TEST(Serve, AWorkerThatCannotLoadEndsTheJobAtStart) {
 TEST(Serve, ACoordinatorThatCannotReadTheTokenizerEndsTheJobAtStart) {
   TempDir dir;
   const auto model = dir.path() / "model";
-  std::filesystem::copy(TANDEM_SOURCE_DIR "/models/decision-tiny", model, std::filesystem::copy_options::recursive);
+  std::filesystem::copy(TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny", model, std::filesystem::copy_options::recursive);
   std::ofstream(model / "tokenizer" / "tokenizer.json", std::ios::trunc) << "{\"model\": {\"type\": \"BPE\"";
   ServiceJob job("server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
                  "models:\n  scorer: {dir: " + model.string() + "}\n"
@@ -443,7 +450,7 @@ TEST(Serve, LaunchShowsRanksDevicesAndTheNcclEnvironment) {
   TempDir dir;
   const auto config = dir.path() / "deploy.yaml";
   std::ofstream(config) << "server: {host: 0.0.0.0, port: 9123}\nbackend: {name: cuda, precision: f16}\n"
-                           "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/models/decision-tiny}\n"
+                           "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny}\n"
                            "ranks:\n  - role: coordinator\n  - role: scorer\n  - {role: scorer, device: 3}\n";
   auto r = run_command({TANDEM_BINARY, "launch", "--config", config.string(), "--dry-run", "--", "--mca", "btl", "tcp,self"},
                        dir.path() / "dry.log");

@@ -231,12 +231,12 @@ inline std::string mpi_noise(const std::string& output) {
   return "";
 }
 
-// A CPU deployment of the shipped decision-tiny model: the coordinator and `scorers` scorer ranks with
+// A CPU deployment of the decision-tiny fixture model: the coordinator and `scorers` scorer ranks with
 // one thread each, port 0, and `extra` YAML sections appended (limits, health, ...).
 inline std::string cpu_deployment(int scorers, const std::string& extra = "") {
   std::string yaml = "server: {host: 127.0.0.1, port: 0}\n"
                      "backend: {name: cpu, threads: 1}\n"
-                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/models/decision-tiny}\n" +
+                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny}\n" +
                      extra + "ranks:\n  - role: coordinator\n";
   for (int i = 0; i < scorers; ++i) yaml += "  - role: scorer\n";
   return yaml;

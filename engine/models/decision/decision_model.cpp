@@ -150,6 +150,12 @@ std::string DecisionModel::max_sequence_source() const {
                      laya_.max_len, encoder_.max_position_embeddings);
 }
 
+std::vector<float> DecisionModel::probabilities(uint8_t qtype, std::span<const float> logits) const {
+  const uint32_t k = static_cast<uint32_t>(logits.size());
+  if (qtype == kNoul && k == 1) return {calibrate_statement(logits[0], temperature(qtype, k))};
+  return calibrate(logits, temperature(qtype, k));
+}
+
 float DecisionModel::temperature(uint8_t qtype, uint32_t options) const {
   if (qtype >= temperature_.size()) return 1.0f;
   const auto& by_options = laya_.temperature_by_options[qtype];

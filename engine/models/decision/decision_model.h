@@ -20,6 +20,9 @@
 
 namespace tandem::models::decision {
 
+// The question type whose one-option form is answered by a sigmoid (io::kQuestionTypes order).
+inline constexpr uint8_t kNoul = 2;
+
 struct SpecialTokens {
   uint32_t cls = 0, sep = 0, pad = 0, mask = 0;
 };
@@ -49,6 +52,10 @@ class DecisionModel {
   // The calibration temperature for a question type and option count: rl_agent_config's
   // temperature_by_options entry if any, else the checkpoint's `temperature` buffer.
   float temperature(uint8_t qtype, uint32_t options) const;
+  // The answer's calibrated probabilities at temperature(qtype, k): softmax(z / T) over the k options,
+  // except a noul question with one option (the statement), which answers P(true) = sigmoid(z / T): a
+  // softmax over one logit would always be 1.
+  std::vector<float> probabilities(uint8_t qtype, std::span<const float> logits) const;
   const std::string& dir() const { return dir_; }
 
  private:
@@ -93,5 +100,8 @@ class Scorer {
 
 // softmax(logits / temperature), computed in double and rounded to float.
 std::vector<float> calibrate(std::span<const float> logits, float temperature);
+// sigmoid(logit / temperature), computed in double and rounded to float: P(statement true) of a noul
+// question with one option.
+float calibrate_statement(float logit, float temperature);
 
 }  // namespace tandem::models::decision

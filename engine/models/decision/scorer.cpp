@@ -82,4 +82,11 @@ std::vector<float> calibrate(std::span<const float> logits, float temperature) {
   return out;
 }
 
+float calibrate_statement(float logit, float temperature) {
+  const double x = logit / std::max(kMinTemperature, double{temperature});
+  // Either branch keeps exp's argument <= 0, so neither overflows.
+  const double p = x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+  return static_cast<float>(p);
+}
+
 }  // namespace tandem::models::decision

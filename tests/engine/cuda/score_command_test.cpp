@@ -1,5 +1,5 @@
 // `tandem score --backend cuda` end to end (the CLI, the checkpoint loader, the backend factory, the
-// plans): on the shipped decision-tiny model and its sample, the CUDA answers against the CPU backend's,
+// plans): on the decision-tiny fixture model and its sample, the CUDA answers against the CPU backend's,
 // FP32 within 1e-4 (relative to max(1, |cpu|)), FP16 probabilities within 1.5e-2 with the same pick
 // where the CPU's top-2 margin exceeds 1e-2 (scorer.md §5).
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@ namespace {
 using models::decision::testing::CommandResult;
 using models::decision::testing::run_cli;
 
-constexpr const char* kModel = TANDEM_SOURCE_DIR "/models/decision-tiny";
-constexpr const char* kSample = TANDEM_SOURCE_DIR "/models/decision-tiny/sample.json";
+constexpr const char* kModel = TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny";
+constexpr const char* kSample = TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny/sample.json";
 
 nlohmann::json score(const std::string& backend, const std::string& precision) {
   const CommandResult r = run_cli({"score", "--model", kModel, "--input", kSample, "--backend", backend,

@@ -1,6 +1,7 @@
 // Parity with the reference made by tools/make_decision_fixture.py (HF ModernBERT + PyTorch head, f64):
 // every logit and act value within 1e-4 relative to max(1, |ref|) and every argmax equal. The fixture
-// is required: a missing models/decision-tiny or tests/fixtures/decision/reference.json fails the test.
+// is required: a missing tests/fixtures/decision-tiny or tests/fixtures/decision/reference.json fails the
+// test.
 // Where the reference's top two logits are closer than twice the tolerance (the fixture has options
 // tied to 1e-9, below f32 resolution), the pick must instead be one of the reference's tied best.
 #include <gtest/gtest.h>

@@ -2,6 +2,7 @@
 // the Scorer itself, batching across several batches, and input errors that name their field.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -43,7 +44,8 @@ TEST_F(ScoreCommand, PrintsWhatTheScorerComputes) {
     {"ids": [1, 10, 2, 4, 20, 4, 21, 2], "markers": [3, 5], "qtype": "choice"},
     {"ids": [1, 4, 30, 31, 2], "markers": [1], "qtype": 2},
     {"ids": [], "markers": [], "qtype": "score"},
-    {"ids": [1, 40, 41, 2], "markers": [], "qtype": 1}]})";
+    {"ids": [1, 40, 41, 2], "markers": [], "qtype": 1},
+    {"ids": [1, 4, 50, 2], "markers": [1], "qtype": "choice"}]})";
   const CommandResult r = score(text);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -51,7 +53,7 @@ TEST_F(ScoreCommand, PrintsWhatTheScorerComputes) {
   EXPECT_EQ(j.at("backend"), "cpu");
   EXPECT_EQ(j.at("precision"), "f32");
   const nlohmann::json& seqs = j.at("sequences");
-  ASSERT_EQ(seqs.size(), 4u);
+  ASSERT_EQ(seqs.size(), 5u);
 
   auto m = DecisionModel::load(model());
   ASSERT_TRUE(m.ok());
@@ -63,9 +65,10 @@ TEST_F(ScoreCommand, PrintsWhatTheScorerComputes) {
   batch.add_sequence({1, 4, 30, 31, 2}, {1}, 2);
   batch.add_sequence({}, {}, 1);
   batch.add_sequence({1, 40, 41, 2}, {}, 1);
+  batch.add_sequence({1, 4, 50, 2}, {1}, 0);
   auto want = (*scorer)->score(batch);
   ASSERT_TRUE(want.ok());
-  for (size_t s = 0; s < 4; ++s) {
+  for (size_t s = 0; s < 5; ++s) {
     const auto logits = seqs[s].at("logits").get<std::vector<float>>();
     ASSERT_EQ(logits.size(), batch.pcu[s + 1] - batch.pcu[s]);
     for (size_t i = 0; i < logits.size(); ++i) EXPECT_EQ(logits[i], want->logits[batch.pcu[s] + i]);  // exact
@@ -77,13 +80,19 @@ TEST_F(ScoreCommand, PrintsWhatTheScorerComputes) {
       continue;
     }
     const auto options = static_cast<uint32_t>(logits.size());
-    const std::vector<float> p = calibrate(logits, (*m)->temperature(batch.qtype[s], options));
-    EXPECT_EQ(probs, p);
+    const float t = (*m)->temperature(batch.qtype[s], options);
+    std::vector<float> p = calibrate(logits, t);
+    // A one-option noul question answers P(statement true) = sigmoid(z / T).
+    if (batch.qtype[s] == kNoul && options == 1) p = {static_cast<float>(1.0 / (1.0 + std::exp(-logits[0] / t)))};
+    EXPECT_EQ(probs, p) << "sequence " << s;
     EXPECT_EQ(seqs[s].at("pick").get<size_t>(),
               static_cast<size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
   }
-  // One option: probability 1.
-  EXPECT_EQ(seqs[1].at("probs").get<std::vector<float>>(), std::vector<float>{1.0f});
+  // One option: a choice is certain; a noul statement gets the sigmoid of its logit, strictly inside (0, 1).
+  EXPECT_EQ(seqs[4].at("probs").get<std::vector<float>>(), std::vector<float>{1.0f});
+  const float statement = seqs[1].at("probs")[0].get<float>();
+  EXPECT_GT(statement, 0.0f);
+  EXPECT_LT(statement, 1.0f);
 }
 
 TEST_F(ScoreCommand, SplitsLargeInputsIntoBatchesWithTheSameResults) {

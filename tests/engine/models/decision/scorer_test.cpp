@@ -120,5 +120,30 @@ TEST(DecisionScorer, CalibrateIsTemperedSoftmax) {
   EXPECT_FLOAT_EQ(big[0], static_cast<float>(1.0 / (1.0 + std::exp(-1.0))));
 }
 
+TEST(DecisionScorer, CalibrateStatementIsTemperedSigmoid) {
+  EXPECT_FLOAT_EQ(calibrate_statement(0.0f, 1.7f), 0.5f);
+  EXPECT_FLOAT_EQ(calibrate_statement(3.0f, 2.0f), static_cast<float>(1.0 / (1.0 + std::exp(-1.5))));
+  EXPECT_FLOAT_EQ(calibrate_statement(-3.0f, 2.0f), static_cast<float>(1.0 / (1.0 + std::exp(1.5))));
+  // Huge logits saturate without overflow or NaN.
+  EXPECT_EQ(calibrate_statement(1e30f, 1.0f), 1.0f);
+  EXPECT_EQ(calibrate_statement(-1e30f, 1.0f), 0.0f);
+}
+
+TEST(DecisionScorer, ProbabilitiesAnswerOneOptionNoulWithASigmoid) {
+  auto model = DecisionModel::from_parts(to_source(tiny_tensors()), tiny_encoder(), tiny_laya());
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  const DecisionModel& m = **model;
+  const std::vector<float> one = {0.8f};
+  const float t = m.temperature(kNoul, 1);
+  EXPECT_EQ(m.probabilities(kNoul, one), std::vector<float>{calibrate_statement(0.8f, t)});
+  EXPECT_FLOAT_EQ(m.probabilities(kNoul, one)[0], static_cast<float>(1.0 / (1.0 + std::exp(-0.8 / t))));
+  // Other shapes keep the tempered softmax: one choice option is certain, two noul options share.
+  EXPECT_EQ(m.probabilities(0, one), std::vector<float>{1.0f});
+  const std::vector<float> two = {0.8f, -0.2f};
+  EXPECT_EQ(m.probabilities(kNoul, two), calibrate(two, m.temperature(kNoul, 2)));
+  EXPECT_EQ(m.probabilities(0, two), calibrate(two, m.temperature(0, 2)));
+  EXPECT_TRUE(m.probabilities(kNoul, {}).empty());
+}
+
 }  // namespace
 }  // namespace tandem::models::decision::testing

@@ -1,0 +1,234 @@
+"""The decision model's synthetic task: customer support tickets whose answers are known because they are
+generated from the answers. A ticket draws an issue, a wanted resolution, an urgency, a mood, whether it gives an
+order number and whether the customer wrote before; each is written by a sentence frame filled with a cue
+phrase. Cue phrases and vocabularies (products, names) are shared by all tickets; the FRAMES are split by a
+seeded shuffle into training frames and held-out frames, and held-out tickets use held-out frames only, so
+held-out accuracy measures tickets built from templates the training never saw. Questions are choice (want,
+team, product, issue), score (urgency, mood: ordered levels) and noul (one statement, option "true")."""
+import random
+
+PRODUCTS = ["laptop", "phone", "headphones", "coffee maker", "desk chair", "monitor", "router", "blender",
+            "backpack", "printer", "smart watch", "vacuum cleaner", "tablet", "camera", "keyboard", "microwave",
+            "sofa", "bicycle", "speaker", "desk lamp", "air fryer", "gaming console", "mattress", "toaster",
+            "electric kettle", "winter jacket", "running shoes", "hair dryer", "drill", "baby stroller"]
+NAMES = ["Maria", "James", "Aisha", "Chen", "Olga", "Diego", "Priya", "Tom", "Fatima", "Lukas", "Yuki", "Sam",
+         "Grace", "Omar", "Elena", "Noah", "Zoe", "Ivan", "Lena", "Raj", "Sofia", "Ben", "Mei", "Carlos"]
+
+ISSUES = {  # label -> (team, cue phrases completing "the <product> ...")
+    "late delivery": ("shipping", ["still hasn't arrived", "is two weeks late", "never showed up",
+                                    "has been stuck in transit for ten days", "was due on Monday and is not here",
+                                    "is lost somewhere in the mail"]),
+    "damaged item": ("returns", ["arrived broken", "showed up with a cracked screen", "came completely smashed",
+                                 "arrived dented and scratched", "was damaged inside the box", "arrived in pieces"]),
+    "wrong item": ("returns", ["turned out to be the wrong model", "came in the wrong color",
+                               "is not what I ordered", "arrived in the wrong size", "was meant for someone else",
+                               "is a different brand than the one I paid for"]),
+    "defective product": ("technical support", ["stopped working after two days", "won't turn on anymore",
+                                                "keeps shutting off by itself", "makes a loud grinding noise",
+                                                "drains its battery within an hour", "overheats after a few minutes"]),
+    "billing error": ("billing", ["was charged to my card twice", "cost more than the price I was shown",
+                                  "was billed again after I returned it", "shows up as two separate charges",
+                                  "was charged in the wrong currency", "came with a fee nobody mentioned"]),
+    "account access": ("accounts", ["I can't log into my account", "my password reset link doesn't work",
+                                    "my account got locked", "the app says my email is not registered",
+                                    "I never receive the login code", "my profile was taken over by someone"]),
+}
+TEAMS = ["shipping", "returns", "technical support", "billing", "accounts"]
+WANTS = {
+    "refund": ["a refund", "my money back", "a full refund", "the money returned to my card", "a reimbursement"],
+    "replacement": ["a replacement", "a new one", "a replacement unit", "an exchange for a new one",
+                    "a fresh unit shipped out"],
+    "repair": ["a repair", "a fix for it", "a technician visit", "a warranty repair", "someone to repair it"],
+    "store credit": ["store credit", "a voucher", "credit on my account", "a gift card for the amount",
+                     "credit toward a future order"],
+    "cancellation": ["a cancellation", "the order cancelled", "my subscription cancelled", "everything cancelled",
+                     "the account closed"],
+    "information": ["an explanation", "an update", "some information about what happened", "help getting in",
+                    "clear answers"],
+}
+WANTS_BY_ISSUE = {"late delivery": ["refund", "replacement", "store credit", "cancellation", "information"],
+                  "damaged item": ["refund", "replacement", "repair", "store credit"],
+                  "wrong item": ["refund", "replacement", "store credit"],
+                  "defective product": ["repair", "replacement", "refund", "store credit"],
+                  "billing error": ["refund", "store credit", "information", "cancellation"],
+                  "account access": ["information", "cancellation"]}
+URGENCY = ["low", "medium", "high"]
+URGENCY_CUES = {"high": ["urgently", "today", "immediately", "as soon as possible", "right away",
+                         "before tomorrow morning"],
+                "medium": ["this week", "in the next few days", "soon", "within a week", "before the weekend"],
+                "low": ["whenever you can", "at your convenience", "when you have a moment", "sometime this month",
+                        "with no rush"]}
+MOODS = ["calm", "annoyed", "furious"]
+MOOD_CUES = {"furious": ["furious", "absolutely livid", "outraged", "fed up and angry", "beyond angry"],
+             "annoyed": ["a little annoyed", "somewhat frustrated", "a bit disappointed", "mildly irritated",
+                         "not thrilled"],
+             "calm": ["not upset at all", "perfectly calm about it", "fine with waiting", "relaxed about this",
+                      "patient"]}
+REPEAT_CUES = ["written to you before", "called twice already", "emailed last week", "contacted you three times",
+               "chatted with an agent yesterday"]
+
+# Sentence frames. Each list is split into training and held-out frames.
+FRAMES = {
+    "channel": ["Customer email:", "Chat message:", "Ticket:", "Support form:", "Message from the app:",
+                "Web form submission:", "Email to support:", "New ticket:"],
+    "open": ["Hi,", "Hello team,", "Dear support,", "Hey there,", "Good morning,", "Hello,", "To whom it may concern,",
+             "Hi support team,"],
+    "product_issue": ["My {product} {cue}.", "I ordered a {product} last week and it {cue}.",
+                      "The {product} I bought {cue}.", "So the {product} from your store {cue}.",
+                      "Unfortunately my new {product} {cue}.", "I'm writing because the {product} {cue}.",
+                      "The {product} that I received {cue}.", "Quick note: the {product} {cue}.",
+                      "It seems the {product} I paid for {cue}.", "Last month I got a {product}, and it {cue}."],
+    "account_issue": ["{cap_cue}.", "I'm writing because {cue}.", "Since yesterday {cue}.", "Problem: {cue}.",
+                      "For some reason {cue}.", "I noticed that {cue}.", "Ever since the update {cue}.",
+                      "Help, {cue}."],
+    "want": ["I would like {want}.", "All I want is {want}.", "Can I get {want}?", "I'm asking for {want}.",
+             "What I need is {want}.", "I expect {want}.", "Could you give me {want}?", "I'd appreciate {want}.",
+             "Please just give me {want}.", "My request is simple: {want}.", "The fix I want is {want}.",
+             "I am requesting {want}."],
+    "want_not": ["I don't want {other}, I want {want}.", "Not {other} - {want}, please.",
+                 "Forget {other}; I need {want}.", "I'm not interested in {other}, only {want}.",
+                 "Rather than {other}, I'd like {want}.", "Please, no {other}. Just {want}.",
+                 "Instead of {other} I want {want}.", "{cap_other} won't do, I need {want}."],
+    "urgency": ["I need this sorted {cue}.", "Please handle it {cue}.", "Could someone reply {cue}?",
+                "I'd like an answer {cue}.", "It has to be resolved {cue}.", "Please get back to me {cue}.",
+                "Let me know {cue}.", "A response {cue} would be great.", "I need to hear back {cue}.",
+                "Deal with this {cue}, please."],
+    "mood": ["I am {cue}.", "Honestly I'm {cue}.", "To be clear, I'm {cue}.", "Right now I feel {cue}.",
+             "As you can imagine, I'm {cue}.", "I have to say I'm {cue}.", "I'm {cue} about the whole thing.",
+             "Frankly, I am {cue}."],
+    "repeat": ["I have {cue}.", "Note that I've {cue}.", "For the record, I've {cue} about this.",
+               "This isn't new: I've {cue}.", "Just so you know, I have {cue}.", "Keep in mind I've {cue}."],
+    "first": ["This is my first message about it.", "I haven't contacted you about this before.",
+              "First time reaching out.", "This is the first time I write to you.",
+              "I'm contacting you for the first time."],
+    "order": ["My order number is {order}.", "Order #{order}.", "The order is {order}.", "Reference: {order}.",
+              "It was order {order}.", "Order ID {order} for reference.", "(order {order})",
+              "You can find it under order {order}."],
+    "no_order": ["I can't find my order number.", "I lost the order confirmation.",
+                 "I don't have the order number handy.", "Not sure what the order number was.",
+                 "The confirmation email never came, so no order number."],
+    "close": ["Thanks, {name}", "Regards, {name}", "- {name}", "Best, {name}", "Cheers, {name}",
+              "Sincerely, {name}", "Thank you, {name}", "{name}"],
+}
+
+QUESTIONS = {  # key -> (qtype, phrasings)
+    "want": ("choice", ["What does the customer want?", "What resolution is the customer asking for?",
+                        "What is the customer requesting?"]),
+    "team": ("choice", ["Which team should handle it?", "Where should this ticket be routed?",
+                        "Which department owns this ticket?"]),
+    "product": ("choice", ["What product is the ticket about?", "Which item is the customer writing about?"]),
+    "issue": ("choice", ["What went wrong?", "What is the problem?", "What kind of issue is this?"]),
+    "urgency": ("score", ["How urgent is this ticket?", "How quickly does this need a response?"]),
+    "mood": ("score", ["How upset is the customer?", "How angry is the customer?"]),
+    "angry": ("noul", ["The customer is angry.", "The customer is furious."]),
+    "money": ("noul", ["The customer wants their money back.", "The customer asks for a refund."]),
+    "has_order": ("noul", ["The customer gave an order number.", "The ticket includes an order number."]),
+    "repeat": ("noul", ["The customer has contacted support before.", "This is not the customer's first contact."]),
+    "delivery": ("noul", ["The problem is a late delivery.", "The package has not arrived."]),
+    "billing": ("noul", ["The ticket is about a billing problem.", "The customer was charged incorrectly."]),
+}
+QTYPE_INDEX = {"choice": 0, "score": 1, "noul": 2}
+
+
+def split_frames(seed, heldout_fraction=0.3):
+    """{kind: (train frames, held-out frames)}, deterministic from the seed."""
+    rng = random.Random(seed)
+    out = {}
+    for kind, frames in FRAMES.items():
+        order = list(frames)
+        rng.shuffle(order)
+        n = max(1, int(round(len(order) * heldout_fraction)))
+        out[kind] = (order[n:], order[:n])
+    return out
+
+
+def _cap(s):
+    return s[0].upper() + s[1:]
+
+
+def make_ticket(rng, frames):
+    """A ticket {"state": text, "facts": {...}} written with `frames` ({kind: list})."""
+    f = lambda k: rng.choice(frames[k])
+    issue = rng.choice(list(ISSUES))
+    team, issue_cues = ISSUES[issue]
+    want = rng.choice(WANTS_BY_ISSUE[issue])
+    facts = {"issue": issue, "team": team, "want": want, "product": rng.choice(PRODUCTS),
+             "urgency": rng.choice(URGENCY), "mood": rng.choice(MOODS), "has_order": rng.random() < 0.6,
+             "repeat": rng.random() < 0.45, "name": rng.choice(NAMES)}
+    order = str(rng.randint(1000, 99999)) if rng.random() < 0.7 else f"{rng.choice('ABCDEFGH')}-{rng.randint(100, 9999)}"
+    cue = rng.choice(issue_cues)
+    if issue == "account access":
+        body = [f("account_issue").format(cue=cue, cap_cue=_cap(cue))]
+    else:
+        body = [f("product_issue").format(product=facts["product"], cue=cue)]
+    want_phrase = rng.choice(WANTS[want])
+    if rng.random() < 0.25:
+        other = rng.choice([w for w in WANTS if w != want])
+        other_phrase = rng.choice(WANTS[other])
+        body.append(f("want_not").format(want=want_phrase, other=other_phrase, cap_other=_cap(other_phrase)))
+    else:
+        body.append(f("want").format(want=want_phrase))
+    extra = [f("urgency").format(cue=rng.choice(URGENCY_CUES[facts["urgency"]])),
+             f("mood").format(cue=rng.choice(MOOD_CUES[facts["mood"]]))]
+    if facts["mood"] == "furious" and rng.random() < 0.5:
+        extra[-1] = extra[-1].rstrip(".") + "!"
+    if facts["repeat"]:
+        extra.append(f("repeat").format(cue=rng.choice(REPEAT_CUES)))
+    elif rng.random() < 0.5:
+        extra.append(f("first"))
+    extra.append(f("order").format(order=order) if facts["has_order"] else f("no_order"))
+    rng.shuffle(extra)
+    parts = [f("channel")] + ([f("open")] if rng.random() < 0.8 else []) + body[:1]
+    rest = body[1:] + extra
+    rng.shuffle(rest)
+    parts += rest + [f("close").format(name=facts["name"])]
+    return {"state": " ".join(parts), "facts": facts}
+
+
+def truth(key, facts):
+    """The answer to question `key`: an option label (choice/score) or a bool (noul)."""
+    if key in ("want", "team", "product", "issue", "urgency", "mood"):
+        return facts[key]
+    return {"angry": facts["mood"] == "furious", "money": facts["want"] == "refund", "has_order": facts["has_order"],
+            "repeat": facts["repeat"], "delivery": facts["issue"] == "late delivery",
+            "billing": facts["issue"] == "billing error"}[key]
+
+
+def options_for(rng, key, answer):
+    """(options, index of the answer); choice options are a shuffled subset holding the answer."""
+    if key == "urgency":
+        return list(URGENCY), URGENCY.index(answer)
+    if key == "mood":
+        return list(MOODS), MOODS.index(answer)
+    pool = {"want": list(WANTS), "team": TEAMS, "product": PRODUCTS, "issue": list(ISSUES)}[key]
+    k = rng.randint(2, min(6, len(pool)))
+    opts = [answer] + rng.sample([p for p in pool if p != answer], k - 1)
+    rng.shuffle(opts)
+    return opts, opts.index(answer)
+
+
+def questions_for(rng, ticket, per_type=2):
+    """per_type questions of each type about a ticket: dicts with qtype, question, options, answer (the index of
+    the right option; for noul 1 if the statement is true, else 0)."""
+    out = []
+    for qtype in ("choice", "score", "noul"):
+        keys = [k for k, (t, _) in QUESTIONS.items() if t == qtype]
+        for key in rng.sample(keys, min(per_type, len(keys))):
+            phrasing = rng.choice(QUESTIONS[key][1])
+            ans = truth(key, ticket["facts"])
+            if qtype == "noul":
+                out.append({"key": key, "qtype": qtype, "question": phrasing, "options": ["true"],
+                            "answer": int(ans)})
+            else:
+                opts, idx = options_for(rng, key, ans)
+                out.append({"key": key, "qtype": qtype, "question": phrasing, "options": opts, "answer": idx})
+    return out
+
+
+def all_texts(frames, rng, n):
+    """Tickets and question/option strings for training the tokenizer (training frames only)."""
+    texts = [make_ticket(rng, frames)["state"] for _ in range(n)]
+    for qtype, phrasings in QUESTIONS.values():
+        texts += [f"{qtype} question: {p}" for p in phrasings]
+    texts += [" " + o for o in PRODUCTS + TEAMS + list(WANTS) + list(ISSUES) + URGENCY + MOODS + ["true"]]
+    return texts
