@@ -208,9 +208,9 @@ struct CacheAppendArgs {
 // of at least kCacheMinChunk keys (a function of the sequence alone, never of the batch); those rows
 // leave partials in the scratch and the combine pass writes their output.
 enum : unsigned {
-  kCacheSplitRows = 64,
+  kCacheSplitRows = 128,
   kCacheMaxSplits = 32,
-  kCacheMinChunk = 256,
+  kCacheMinChunk = 128,
   kCacheVectors = 64,
   kCacheThreads = 128,
   kCacheTcKeys = 64

@@ -66,6 +66,21 @@ TK_DEV unsigned shfl_count(unsigned v, unsigned lane) {
   return static_cast<unsigned>(shfl(static_cast<float>(v), static_cast<int>(lane)));
 }
 
+// The lanes whose `p` holds, and the lowest set bit of a mask.
+#if defined(__CUDACC__)
+TK_DEV unsigned ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
+TK_DEV unsigned lowest_bit(unsigned m) { return static_cast<unsigned>(__ffs(static_cast<int>(m)) - 1); }
+#else
+inline unsigned ballot(bool p) {  // two exact float sums of distinct powers of two below 2^16
+  const unsigned lane = threadIdx.x & 31u;
+  const float bit = p ? static_cast<float>(1u << (lane & 15u)) : 0.0f;
+  const unsigned lo = static_cast<unsigned>(warp_sum(lane < 16 ? bit : 0.0f));
+  const unsigned hi = static_cast<unsigned>(warp_sum(lane < 16 ? 0.0f : bit));
+  return lo | (hi << 16);
+}
+inline unsigned lowest_bit(unsigned m) { return static_cast<unsigned>(__builtin_ctz(m)); }
+#endif
+
 // Calls f(tile, chunk) for this block's (tile, chunk) items, in list order: item w of the list (tiles in
 // index order, each tile's chunks in order) belongs to block w mod gridDim.x. Warp-uniform.
 template <class F>
@@ -77,19 +92,20 @@ TK_DEV void for_each_item(const CacheAttentionArgs& a, F&& f) {
   for (unsigned base = 0; base < tiles; base += 32) {
     const unsigned splits = base + lane < tiles ? query_tile(a, base + lane).splits : 0u;
     unsigned incl = splits;  // inclusive prefix over the lanes
+#pragma unroll
     for (unsigned d = 1; d < 32; d <<= 1) {
       const unsigned up = shfl_count(incl, lane >= d ? lane - d : lane);
       if (lane >= d) incl += up;
     }
+    // This lane's tile's items are [first, first + splits); the block's first one among them is w0.
+    const unsigned first = before + incl - splits;
+    const unsigned w0 = first + (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x;
 #pragma unroll 1
-    for (unsigned l = 0; l < 32 && base + l < tiles; ++l) {
-      const unsigned count = shfl_count(splits, l);
-      const unsigned first = before + shfl_count(incl, l) - count;
+    for (unsigned mask = ballot(w0 < first + splits); mask != 0; mask &= mask - 1) {
+      const unsigned l = lowest_bit(mask);
+      const unsigned lf = shfl_count(first, l), lw = shfl_count(w0, l), end = lf + shfl_count(splits, l);
 #pragma unroll 1
-      for (unsigned w = first + (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x; w < first + count;
-           w += gridDim.x) {
-        f(base + l, w - first);
-      }
+      for (unsigned w = lw; w < end; w += gridDim.x) f(base + l, w - lf);
     }
     before += shfl_count(incl, 31);
   }
