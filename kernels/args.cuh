@@ -201,4 +201,39 @@ struct CacheAppendArgs {
   unsigned width;
 };
 
+// KV-cache attention (graph.h CacheAttention; engine/cuda/steps_cache.cpp): each token row's q heads over
+// its sequence's slot of cache `cache`. Work is one query tile (16 rows of a sequence, qtiles) × one key
+// split × one KV head × kCacheVectors of the tile's rows·group query vectors. A tile of a sequence of n
+// <= kCacheSplitRows rows may split its keys into up to min(kCacheMaxSplits, kCacheSplitRows / n) chunks
+// of at least kCacheMinChunk keys (a function of the sequence alone, never of the batch); those rows
+// leave partials in the scratch and the combine pass writes their output.
+enum : unsigned {
+  kCacheSplitRows = 128,
+  kCacheMaxSplits = 32,
+  kCacheMinChunk = 128,
+  kCacheVectors = 64,
+  kCacheThreads = 128,
+  kCacheTcKeys = 64
+};
+struct CacheAttentionArgs {
+  void* out;                 // [tokens, q_heads·head_dim] of the cache's element type
+  const void* q;             // [tokens, q_heads·head_dim] of the cache's element type
+  float* part_o;             // [seqs·kCacheSplitRows][q_heads][head_dim]: unnormalized split outputs
+  float* part_ml;            // [seqs·kCacheSplitRows][q_heads][2]: their score maximum and weight sum
+  const CacheTable* caches;  // index buffer
+  const unsigned* seq;       // [tokens]
+  const unsigned* cu;        // [seqs + 1]
+  const unsigned* start;     // [seqs]: absolute position of each sequence's first row
+  const unsigned* slot;      // [seqs]
+  const unsigned* qtiles;    // [query tiles]: first row of each sequence's every 16th row
+  const unsigned* n;         // header: tokens, query tiles, the cache capacity
+  unsigned cache;
+  unsigned kv_heads;
+  unsigned group;            // query heads per KV head
+  unsigned head_dim;         // a multiple of 32, <= 256
+  unsigned causal;           // 1: keys at positions <= the row's; 0: every key < start + rows
+  unsigned window;           // > 0: also |q_pos − k_pos| < window
+  float scale;               // head_dim^-0.5
+};
+
 }  // namespace tandem::kernels

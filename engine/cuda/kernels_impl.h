@@ -62,7 +62,19 @@
   X(tap_f32_bf16, TapArgs, "tap.cu")                            \
   X(cache_append_f32, CacheAppendArgs, "cache_append.cu")       \
   X(cache_append_f16, CacheAppendArgs, "cache_append.cu")       \
-  X(cache_append_bf16, CacheAppendArgs, "cache_append.cu")
+  X(cache_append_bf16, CacheAppendArgs, "cache_append.cu")                             \
+  X(cache_attention_f32, CacheAttentionArgs, "cache_attention.cu")                     \
+  X(cache_attention_f16, CacheAttentionArgs, "cache_attention.cu")                     \
+  X(cache_attention_bf16, CacheAttentionArgs, "cache_attention.cu")                    \
+  X(cache_attention_tc_f16_h32, CacheAttentionArgs, "cache_attention.cu")              \
+  X(cache_attention_tc_f16_h64, CacheAttentionArgs, "cache_attention.cu")              \
+  X(cache_attention_tc_f16_h128, CacheAttentionArgs, "cache_attention.cu")             \
+  X(cache_attention_tc_bf16_h32, CacheAttentionArgs, "cache_attention.cu")             \
+  X(cache_attention_tc_bf16_h64, CacheAttentionArgs, "cache_attention.cu")             \
+  X(cache_attention_tc_bf16_h128, CacheAttentionArgs, "cache_attention.cu")            \
+  X(cache_attention_combine_f32, CacheAttentionArgs, "cache_attention.cu")             \
+  X(cache_attention_combine_f16, CacheAttentionArgs, "cache_attention.cu")             \
+  X(cache_attention_combine_bf16, CacheAttentionArgs, "cache_attention.cu")
 
 namespace tandem::cuda {
 
@@ -83,7 +95,7 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::RopeArgs, kernels::AttentionArgs, kernels::GegluArgs, kernels::AddTypeArgs,
                                 kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
-                                kernels::CacheAppendArgs>;
+                                kernels::CacheAppendArgs, kernels::CacheAttentionArgs>;
 
 struct KernelInfo {
   const char* entry;

@@ -159,6 +159,8 @@ Status Lowering::allocate() {
     stage_bytes_ = std::max(stage_bytes_, size_t{bucket_.rows(a.rows)} * a.width * 2);
   }
   TANDEM_ASSIGN(plan_.stage_, DeviceBuffer::make(stage_bytes_, "the FP16 staging buffer of " + where));
+  TANDEM_ASSIGN(plan_.scratch_, DeviceBuffer::make(cache_attention_scratch_bytes(graph_, bucket_),
+                                                   "the cache attention partials of " + where));
 
   size_t out_floats = 0;
   for (const ir::Output& o : graph_.outputs) {
@@ -476,7 +478,15 @@ Status Lowering::lower(size_t i, const ir::Tap& o) {
   return add(tap_step(ctx_, x, out, o.col), label(i, o));
 }
 
-Status Lowering::lower(size_t i, const ir::CacheAttention& o) { return not_run(i, o); }
+Status Lowering::lower(size_t i, const ir::CacheAttention& o) {
+  TANDEM_ASSIGN(const Loc q, loc(o.q));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  auto steps = cache_attention_steps(ctx_, q, out, o, half_type(weights_.precision()), plan_.scratch_.data(),
+                                     plan_.scratch_.bytes(), device_.info().cc_major >= 8);
+  if (!steps.ok()) return std::move(steps).error().context(label(i, o));
+  for (KernelStep& s : *steps) TANDEM_TRY(add(std::move(s), label(i, o)));
+  return {};
+}
 Status Lowering::lower(size_t i, const ir::Input& o) { return not_run(i, o); }
 Status Lowering::lower(size_t i, const ir::DynConv& o) { return not_run(i, o); }
 Status Lowering::lower(size_t i, const ir::Argmax& o) { return not_run(i, o); }

@@ -48,7 +48,7 @@ struct Support {
   Status operator()(const ir::ActFeatures&) const { return scorer("act_features"); }
   Status operator()(const ir::HeadRmsNorm& o) const { return head_dim(o.head_dim); }
   Status operator()(const ir::CacheAppend&) const { return yes(); }
-  Status operator()(const ir::CacheAttention&) const { return not_yet("cache_attention"); }
+  Status operator()(const ir::CacheAttention& o) const { return cache_attention_supported(o); }
   Status operator()(const ir::Input&) const { return not_yet("input"); }
   Status operator()(const ir::Tap&) const { return yes(); }
   Status operator()(const ir::DynConv&) const { return not_yet("dyn_conv"); }
