@@ -62,7 +62,10 @@
   X(tap_f32_bf16, TapArgs, "tap.cu")                            \
   X(cache_append_f32, CacheAppendArgs, "cache_append.cu")       \
   X(cache_append_f16, CacheAppendArgs, "cache_append.cu")       \
-  X(cache_append_bf16, CacheAppendArgs, "cache_append.cu")
+  X(cache_append_bf16, CacheAppendArgs, "cache_append.cu")      \
+  X(argmax_f32_u32, ArgmaxArgs, "argmax.cu")                    \
+  X(top_k_f32_u32, TopKArgs, "top_k.cu")                        \
+  X(sample_f32_u32, SampleArgs, "sample.cu")
 
 namespace tandem::cuda {
 
@@ -83,7 +86,8 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::RopeArgs, kernels::AttentionArgs, kernels::GegluArgs, kernels::AddTypeArgs,
                                 kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
-                                kernels::CacheAppendArgs>;
+                                kernels::CacheAppendArgs,
+                                kernels::ArgmaxArgs, kernels::TopKArgs, kernels::SampleArgs>;
 
 struct KernelInfo {
   const char* entry;

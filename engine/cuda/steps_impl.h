@@ -118,6 +118,13 @@ Result<KernelStep> tap_step(const StepContext& c, const Loc& x, const Loc& out, 
 // k and v must be token rows of the cache's element type `cache_type`, `width` wide.
 Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type);
 
+// Token choice over FP32 logits rows (steps_choice.cpp): ids are U32, one per row (argmax, sample over
+// pick rows) or k per row with their values (top_k, k <= kTopKMax).
+Result<KernelStep> argmax_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
+Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k, const Loc& ids,
+                              const Loc& values);
+Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
+
 // Enqueues one kernel step on `stream`, checking that its argument pack is the entry's.
 Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t stream);
 
