@@ -203,7 +203,7 @@ struct CacheAppendArgs {
 
 // ---- token choice (graph.h Argmax, TopK, Sample; engine/ir/sampling.h defines each exactly) ----
 
-// One block per row: argmax 1024 threads, top_k and sample 512. top_k keeps kTopKKeep keys per thread per
+// One block per row: argmax 1024 threads, top_k 512, sample 256. top_k keeps kTopKKeep keys per thread per
 // pass (so kTopKThreads · kTopKKeep sort slots) and takes k <= kTopKMax; sample sorts at most
 // kSampleCandidates boundary candidates in shared memory.
 enum : unsigned {
@@ -211,7 +211,7 @@ enum : unsigned {
   kTopKThreads = 512,
   kTopKKeep = 4,
   kTopKMax = 64,
-  kSampleThreads = 512,
+  kSampleThreads = 256,
   kSampleCandidates = 2048
 };
 

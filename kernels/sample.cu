@@ -1,6 +1,6 @@
 // Seeded token sampling (graph.h Sample; engine/ir/sampling.h sample_token): argmax at temperature 0,
 // else softmax(x / T) in f64 cut to the top-p nucleus, then the inverse CDF in ascending id order at
-// the draw uniform(seed, position, kTarget). One 512-thread block per pick row; every sum is f64 with a
+// the draw uniform(seed, position, kTarget). One 256-thread block per pick row; every sum is f64 with a
 // fixed per-thread order and a fixed tree, so a row's token never depends on the batch.
 //
 // Passes over the row, none of which sorts the vocabulary:
@@ -14,7 +14,9 @@
 //     order) and find the boundary by a block prefix sum; a range of one value too crowded to gather
 //     (an exact tie) takes the boundary's id by rank instead;
 //  4. the inverse CDF: per-thread chunks of ascending ids sum the nucleus' p, a block prefix sum finds
-//     the chunk where the draw falls, and its thread walks that chunk.
+//     the chunk where the draw falls, and that thread's warp walks it.
+// The search, its block collectives and the walk are one kernel (NVRTC compiles a file alone), hence
+// the file's length.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
@@ -31,30 +33,18 @@ constexpr unsigned kKeyNegInf = 0x007fffffu, kKeyPosInf = 0xff800000u;
 
 // ---- bits, keys and shuffles ----
 
-TK_DEV unsigned f32_bits(float f) {
+// The bits of a value as another type of the same size (doubles and ids travel through float shuffles).
+template <class To, class From>
+TK_DEV To bits_as(From f) {
+  static_assert(sizeof(To) == sizeof(From), "bits_as keeps the size");
   union {
-    float f;
-    unsigned u;
+    From f;
+    To t;
   } v;
   v.f = f;
-  return v.u;
+  return v.t;
 }
-TK_DEV unsigned long long f64_bits(double d) {
-  union {
-    double d;
-    unsigned long long u;
-  } v;
-  v.d = d;
-  return v.u;
-}
-TK_DEV double bits_f64(unsigned long long u) {
-  union {
-    double d;
-    unsigned long long u;
-  } v;
-  v.u = u;
-  return v.d;
-}
+TK_DEV unsigned f32_bits(float f) { return bits_as<unsigned>(f); }
 
 // Unsigned order of keys is the order of non-NaN floats, -0 and +0 alike.
 TK_DEV unsigned order_key(float v) {
@@ -68,20 +58,30 @@ TK_DEV unsigned long long choice_key(float v, unsigned id) {
   return (static_cast<unsigned long long>(v != v ? 0u : order_key(v)) << 32) | (0xffffffffu - id);
 }
 
-TK_DEV unsigned shfl_xor_u32(unsigned v, int m) { return f32_bits(shfl_xor(bits_float(v), m)); }
-TK_DEV unsigned shfl_u32(unsigned v, unsigned lane) { return f32_bits(shfl(bits_float(v), static_cast<int>(lane))); }
-TK_DEV unsigned long long shfl_xor_u64(unsigned long long v, int m) {
-  const unsigned lo = shfl_xor_u32(static_cast<unsigned>(v), m), hi = shfl_xor_u32(static_cast<unsigned>(v >> 32), m);
+// Shuffles of 32- and 64-bit values through the prelude's float shuffles: xor-butterfly and by lane.
+TK_DEV unsigned shfl_xor_bits(unsigned v, int m) { return f32_bits(shfl_xor(bits_float(v), m)); }
+TK_DEV unsigned shfl_bits(unsigned v, unsigned lane) { return f32_bits(shfl(bits_float(v), static_cast<int>(lane))); }
+TK_DEV unsigned long long shfl_xor_bits(unsigned long long v, int m) {
+  const unsigned lo = shfl_xor_bits(static_cast<unsigned>(v), m), hi = shfl_xor_bits(static_cast<unsigned>(v >> 32), m);
   return (static_cast<unsigned long long>(hi) << 32) | lo;
 }
-TK_DEV unsigned long long shfl_u64(unsigned long long v, unsigned lane) {
-  const unsigned lo = shfl_u32(static_cast<unsigned>(v), lane), hi = shfl_u32(static_cast<unsigned>(v >> 32), lane);
-  return (static_cast<unsigned long long>(hi) << 32) | lo;
+TK_DEV double shfl_xor_bits(double v, int m) {
+  return bits_as<double>(shfl_xor_bits(bits_as<unsigned long long>(v), m));
 }
-TK_DEV double shfl_xor_f64(double v, int m) { return bits_f64(shfl_xor_u64(f64_bits(v), m)); }
-TK_DEV double shfl_f64(double v, unsigned lane) { return bits_f64(shfl_u64(f64_bits(v), lane)); }
+TK_DEV double shfl_bits(double v, unsigned lane) {
+  const unsigned long long u = bits_as<unsigned long long>(v);
+  const unsigned lo = shfl_bits(static_cast<unsigned>(u), lane), hi = shfl_bits(static_cast<unsigned>(u >> 32), lane);
+  return bits_as<double>((static_cast<unsigned long long>(hi) << 32) | lo);
+}
 
-TK_DEV unsigned long long max_u64(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+struct Min {
+  template <class T>
+  TK_DEV T operator()(T a, T b) const { return a < b ? a : b; }
+};
+struct Max {
+  template <class T>
+  TK_DEV T operator()(T a, T b) const { return a > b ? a : b; }
+};
 
 // ---- the draw and p, exactly as engine/ir/sampling.h computes them ----
 
@@ -128,7 +128,7 @@ TK_DEV void visit_strided(const float* x, unsigned ld, unsigned columns, F&& f) 
       f(v[b].w, at + 3);
     }
   }
-  for (; c < vec_end; c += kStep) {
+  for (; c < vec_end; c += kStep) {  // the last few loads, one at a time
     TK_ASSERT_ALIGNED(x + c, 16);
     const V4 v = *reinterpret_cast<const V4*>(x + c);
     f(v.x, c);
@@ -139,13 +139,21 @@ TK_DEV void visit_strided(const float* x, unsigned ld, unsigned columns, F&& f) 
   for (unsigned i = vec_end + threadIdx.x; i < columns; i += kThreads) f(x[i], i);
 }
 
-// This thread's chunk of consecutive ids, ascending (chunks ascend with the thread).
+// Thread t's chunk of consecutive ids [begin, end): chunks ascend with the thread, and start at
+// multiples of 4 when rows are 16-byte aligned.
+TK_DEV void chunk_of(unsigned t, unsigned ld, unsigned columns, unsigned& begin, unsigned& end) {
+  unsigned len = (columns + kThreads - 1) / kThreads;
+  if ((ld & 3u) == 0) len = (len + 3) & ~3u;
+  begin = min_u(columns, t * len);
+  end = min_u(columns, begin + len);
+}
+
+// This thread's chunk, ascending.
 template <class F>
 TK_DEV void visit_chunk(const float* x, unsigned ld, unsigned columns, F&& f) {
   const bool vec = (ld & 3u) == 0;
-  unsigned len = (columns + kThreads - 1) / kThreads;
-  if (vec) len = (len + 3) & ~3u;
-  const unsigned begin = min_u(columns, threadIdx.x * len), end = min_u(columns, begin + len);
+  unsigned begin, end;
+  chunk_of(threadIdx.x, ld, columns, begin, end);
   unsigned c = begin;
   if (vec) {
     for (; c + 4 <= end; c += 4) {
@@ -167,6 +175,8 @@ struct Scratch {
   double f64[kWarps];
   unsigned u32[kWarps];
   unsigned long long u64[kWarps];
+  TK_DEV unsigned long long* of(unsigned long long) { return u64; }
+  TK_DEV unsigned* of(unsigned) { return u32; }
   double part_m[kWarps][kParts];
   unsigned part_c[kWarps][kParts], part_min[kWarps][kParts], part_max[kWarps][kParts];
   double total_m[kParts];
@@ -183,29 +193,26 @@ struct Parts {
 TK_DEV unsigned lane() { return threadIdx.x & 31u; }
 TK_DEV unsigned warp() { return threadIdx.x >> 5; }
 
-TK_DEV unsigned block_min(unsigned v, Scratch& s) {
-  for (int m = 16; m > 0; m >>= 1) v = min_u(v, shfl_xor_u32(v, m));
-  if (lane() == 0) s.u32[warp()] = v;
-  __syncthreads();
-  for (unsigned w = 0; w < kWarps; ++w) v = min_u(v, s.u32[w]);
-  __syncthreads();
+template <class T, class Op>
+TK_DEV T warp_reduce(T v, Op op) {
+  for (int m = 16; m > 0; m >>= 1) v = op(v, shfl_xor_bits(v, m));
+  return v;
+}
+// Inclusive prefix sums over the warp's lanes.
+TK_DEV double warp_inclusive(double v) {
+  for (unsigned d = 1; d < 32; d <<= 1) {
+    const double o = shfl_bits(v, lane() >= d ? lane() - d : lane());
+    if (lane() >= d) v += o;
+  }
   return v;
 }
 
-TK_DEV unsigned block_max(unsigned v, Scratch& s) {
-  for (int m = 16; m > 0; m >>= 1) v = max_u(v, shfl_xor_u32(v, m));
-  if (lane() == 0) s.u32[warp()] = v;
+template <class T, class Op>
+TK_DEV T block_reduce(T v, Op op, Scratch& s) {
+  v = warp_reduce(v, op);
+  if (lane() == 0) s.of(v)[warp()] = v;
   __syncthreads();
-  for (unsigned w = 0; w < kWarps; ++w) v = max_u(v, s.u32[w]);
-  __syncthreads();
-  return v;
-}
-
-TK_DEV unsigned long long block_max(unsigned long long v, Scratch& s) {
-  for (int m = 16; m > 0; m >>= 1) v = max_u64(v, shfl_xor_u64(v, m));
-  if (lane() == 0) s.u64[warp()] = v;
-  __syncthreads();
-  for (unsigned w = 0; w < kWarps; ++w) v = max_u64(v, s.u64[w]);
+  for (unsigned w = 0; w < kWarps; ++w) v = op(v, s.of(v)[w]);
   __syncthreads();
   return v;
 }
@@ -214,7 +221,7 @@ TK_DEV unsigned long long block_max(unsigned long long v, Scratch& s) {
 TK_DEV unsigned block_exclusive(unsigned v, Scratch& s, unsigned& total) {
   unsigned inc = v;
   for (unsigned d = 1; d < 32; d <<= 1) {
-    const unsigned o = shfl_u32(inc, lane() >= d ? lane() - d : lane());
+    const unsigned o = shfl_bits(inc, lane() >= d ? lane() - d : lane());
     if (lane() >= d) inc += o;
   }
   if (lane() == 31) s.u32[warp()] = inc;
@@ -230,12 +237,8 @@ TK_DEV unsigned block_exclusive(unsigned v, Scratch& s, unsigned& total) {
 }
 
 TK_DEV double block_exclusive(double v, Scratch& s, double& total) {
-  double inc = v;
-  for (unsigned d = 1; d < 32; d <<= 1) {
-    const double o = shfl_f64(inc, lane() >= d ? lane() - d : lane());
-    if (lane() >= d) inc += o;
-  }
-  const double before = shfl_f64(inc, lane() > 0 ? lane() - 1 : 0);
+  const double inc = warp_inclusive(v);
+  const double before = shfl_bits(inc, lane() > 0 ? lane() - 1 : 0);
   if (lane() == 31) s.f64[warp()] = inc;
   __syncthreads();
   double off = 0.0;
@@ -256,10 +259,10 @@ TK_DEV void block_sum_parts(const Parts& p, Scratch& s) {
     double m = p.m[j];
     unsigned c = p.c[j], lo = p.min[j], hi = p.max[j];
     for (int k = 16; k > 0; k >>= 1) {
-      m += shfl_xor_f64(m, k);
-      c += shfl_xor_u32(c, k);
-      lo = min_u(lo, shfl_xor_u32(lo, k));
-      hi = max_u(hi, shfl_xor_u32(hi, k));
+      m += shfl_xor_bits(m, k);
+      c += shfl_xor_bits(c, k);
+      lo = min_u(lo, shfl_xor_bits(lo, k));
+      hi = max_u(hi, shfl_xor_bits(hi, k));
     }
     if (lane() == 0) {
       s.part_m[warp()][j] = m;
@@ -438,7 +441,7 @@ TK_DEV void boundary_of_candidates(Shared& sh, unsigned count, double above, dou
     const unsigned at = threadIdx.x * kPerThread + i;
     if (at < count && first == kCap && above + (before + local[i]) >= target) first = at;
   }
-  first = block_min(first, sh.scratch);
+  first = block_reduce(first, Min{}, sh.scratch);
   const unsigned b = first < count ? first : count - 1;
   nu.p_b = sh.cand_p[b];
   nu.id_b = sh.cand_id[b];
@@ -537,7 +540,10 @@ TK_DEV Nucleus find_nucleus(const Row& r, float top_p, float xmin, Shared& sh) {
   return nu;
 }
 
-// The inverse CDF over the nucleus in ascending id order at the draw u.
+// The inverse CDF over the nucleus in ascending id order at the draw u: the first id whose prefix mass
+// passes u · kept. Threads sum their chunks and a block prefix sum finds the chunk it falls in; that
+// thread's warp splits the chunk into 32 slices and finds the slice the same way, and one lane walks it.
+// Where rounding leaves the goal past a total, the last id with mass takes it, as in the reference.
 TK_DEV unsigned draw_token(const Row& r, const Nucleus& nu, double u, unsigned fallback, Shared& sh) {
   double sum = 0.0;
   unsigned last = 0;  // 1 + the largest id with mass, 0 for none
@@ -549,20 +555,40 @@ TK_DEV unsigned draw_token(const Row& r, const Nucleus& nu, double u, unsigned f
   double kept;
   const double before = block_exclusive(sum, sh.scratch, kept);
   const double goal = u * kept;
-  const unsigned first = block_min(before + sum > goal ? threadIdx.x : kThreads, sh.scratch);
-  last = block_max(last, sh.scratch);
-  if (threadIdx.x == 0) sh.result = last > 0 ? last - 1 : fallback;  // rounding left u · kept past the total
+  const unsigned first = block_reduce(before + sum > goal ? threadIdx.x : kThreads, Min{}, sh.scratch);
+  last = block_reduce(last, Max{}, sh.scratch);
+  if (threadIdx.x == 0) sh.result = last > 0 ? last - 1 : fallback;
   __syncthreads();
-  if (threadIdx.x == first) {
-    double run = 0.0;
-    bool found = false;
-    visit_chunk(r.x, r.ld, r.columns, [&](float v, unsigned id) {
-      run += nu.mass(r, v, id);  // the same sums as above, in the same order
-      if (!found && before + run > goal) {
-        sh.result = id;
-        found = true;
+  if (first < kThreads && warp() == first / 32) {  // the whole warp, so its shuffles see every lane
+    const double base = shfl_bits(before, first % 32);
+    unsigned begin, end;
+    chunk_of(first, r.ld, r.columns, begin, end);
+    const unsigned slice = (end - begin + 31) / 32;
+    const unsigned lo = min_u(end, begin + lane() * slice), hi = min_u(end, lo + slice);
+    double mine = 0.0;
+    for (unsigned i = lo; i < hi; ++i) mine += nu.mass(r, r.x[i], i);
+    const double inc = warp_inclusive(mine);
+    const double excl = shfl_bits(inc, lane() > 0 ? lane() - 1 : 0);
+    const unsigned cross = warp_reduce(base + inc > goal ? lane() : 32u, Min{});
+    const unsigned massive = warp_reduce(mine > 0.0 ? lane() + 1 : 0u, Max{});  // 1 + the last lane with mass
+    const unsigned walker = cross < 32 ? cross : (massive > 0 ? massive - 1 : 32u);
+    if (lane() == walker) {
+      double run = lane() > 0 ? excl : 0.0;
+      unsigned pick = kAllKeys, heavy = kAllKeys;
+      for (unsigned i = lo; i < hi; ++i) {
+        const double w = nu.mass(r, r.x[i], i);
+        run += w;
+        if (w > 0.0) {
+          heavy = i;
+          if (pick == kAllKeys && base + run > goal) pick = i;
+        }
       }
-    });
+      if (pick != kAllKeys) {
+        sh.result = pick;
+      } else if (heavy != kAllKeys) {
+        sh.result = heavy;
+      }
+    }
   }
   __syncthreads();
   return sh.result;
@@ -592,16 +618,16 @@ __device__ __forceinline__ void sample_row(const SampleArgs& a) {
   unsigned long long best = 0;
   unsigned min_key = kAllKeys, nan = 0;
   visit_strided(x, a.ld, a.columns, [&](float v, unsigned id) {
-    best = max_u64(best, choice_key(v, id));
+    best = Max{}(best, choice_key(v, id));
     if (v != v) {
       nan = 1;
     } else if (order_key(v) > kKeyNegInf && order_key(v) < kKeyPosInf) {
       min_key = min_u(min_key, order_key(v));
     }
   });
-  best = block_max(best, sh.scratch);
-  min_key = block_min(min_key, sh.scratch);
-  nan = block_max(nan, sh.scratch);
+  best = block_reduce(best, Max{}, sh.scratch);
+  min_key = block_reduce(min_key, Min{}, sh.scratch);
+  nan = block_reduce(nan, Max{}, sh.scratch);
   const unsigned argmax = x[0] != x[0] ? 0u : 0xffffffffu - static_cast<unsigned>(best);
   const unsigned top_key = static_cast<unsigned>(best >> 32);
   unsigned token;
@@ -620,4 +646,5 @@ __device__ __forceinline__ void sample_row(const SampleArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads) sample_f32_u32(SampleArgs a) { sample_row(a); }
+// Two blocks per multiprocessor: one streams its row while the other sorts or scans.
+extern "C" __global__ void __launch_bounds__(kThreads, 2) sample_f32_u32(SampleArgs a) { sample_row(a); }

@@ -6,8 +6,10 @@
 // past the real ones keep their sentinel; a row alone and inside a batch gives the same bits; sampled ids
 // follow the tempered top-p distribution (chi-square); the ops lower into plans and match the CPU backend.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <numeric>
 
@@ -24,7 +26,7 @@ constexpr uint32_t kNoId = 0xdeadbeefu;  // sentinel of id outputs
 constexpr uint32_t kWide = 151936;       // Qwen3's vocabulary
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-enum class Kind { kNormal, kTies, kFlat, kExtreme, kCrowded, kDense, kGeometric, kNegInf, kPosInf, kNan };
+enum class Kind { kNormal, kTies, kFlat, kExtreme, kCrowded, kDense, kGeometric, kZeros, kNegInf, kPosInf, kNan };
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -35,6 +37,7 @@ const char* kind_name(Kind k) {
     case Kind::kCrowded: return "crowded";
     case Kind::kDense: return "dense";
     case Kind::kGeometric: return "geometric";
+    case Kind::kZeros: return "zeros";
     case Kind::kNegInf: return "all -inf";
     case Kind::kPosInf: return "+inf";
     case Kind::kNan: return "nan";
@@ -60,6 +63,7 @@ std::vector<float> make_row(Kind kind, uint32_t columns, std::mt19937& rng) {
       case Kind::kCrowded: x[i] = static_cast<float>(columns - i); break;  // the top in the first few threads
       case Kind::kDense: x[i] = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng); break;  // all distinct, close
       case Kind::kGeometric: x[i] = std::ldexp(1.0f, -static_cast<int>(rng() % 100)); break;   // 2^-k, k < 100
+      case Kind::kZeros: x[i] = i % 3 == 0 ? -1.0f : (i % 3 == 1 ? -0.0f : 0.0f); break;  // -0 and +0 are equal
       case Kind::kNegInf: x[i] = -kInf; break;
       case Kind::kPosInf: x[i] = i % 5 == 3 ? kInf : normal(rng); break;
       case Kind::kNan: x[i] = i % 7 == 2 ? std::numeric_limits<float>::quiet_NaN() : normal(rng); break;
@@ -134,8 +138,8 @@ class ChoiceTest : public ::testing::Test {
   std::mt19937 rng_;
 };
 
-const Kind kKinds[] = {Kind::kNormal, Kind::kTies, Kind::kFlat, Kind::kExtreme, Kind::kCrowded, Kind::kDense,
-                       Kind::kGeometric};
+const Kind kKinds[] = {Kind::kNormal, Kind::kTies,      Kind::kFlat,  Kind::kExtreme,
+                       Kind::kCrowded, Kind::kDense, Kind::kGeometric, Kind::kZeros};
 
 TEST_F(ChoiceTest, ArgmaxIsTheReferencesIdOnEveryKindOfRow) {
   for (uint32_t columns : {1u, 7u, 1000u, kWide}) {
@@ -143,8 +147,8 @@ TEST_F(ChoiceTest, ArgmaxIsTheReferencesIdOnEveryKindOfRow) {
       const uint32_t ld = columns + extra;
       std::vector<std::vector<float>> rows;
       const std::vector<Kind> kinds = {Kind::kNormal,    Kind::kTies,      Kind::kFlat,   Kind::kExtreme,
-                                       Kind::kCrowded,   Kind::kDense,     Kind::kGeometric, Kind::kNegInf,
-                                       Kind::kPosInf,    Kind::kNan};
+                                       Kind::kCrowded,   Kind::kDense,     Kind::kGeometric, Kind::kZeros,
+                                       Kind::kNegInf,    Kind::kPosInf,    Kind::kNan};
       for (size_t r = 0; r < (columns == kWide ? wide_rows() : 2 * kinds.size()); ++r) {
         rows.push_back(make_row(kinds[r % kinds.size()], columns, rng_));
       }
@@ -266,7 +270,7 @@ TEST_F(ChoiceTest, SampleIsTheReferencesTokenForEveryParameterAndPosition) {
   const std::vector<ir::SamplingParams> params = param_cycle();
   for (uint32_t columns : {1u, 7u, 1000u}) {
     for (Kind kind : {Kind::kNormal, Kind::kTies, Kind::kFlat, Kind::kExtreme, Kind::kCrowded, Kind::kDense,
-                      Kind::kGeometric, Kind::kNegInf, Kind::kPosInf}) {
+                      Kind::kGeometric, Kind::kZeros, Kind::kNegInf, Kind::kPosInf}) {
       // Every parameter set is one sequence with 1 to 4 picks at its own start position.
       std::vector<uint32_t> picks, start;
       std::vector<std::vector<float>> rows;
@@ -407,6 +411,67 @@ TEST_F(ChoiceTest, ARowAloneAndInABatchGiveTheSameBits) {
     const std::vector<uint32_t> one_ids = to_host<uint32_t>(ids1, k);
     EXPECT_TRUE(std::equal(one_ids.begin(), one_ids.end(), all_ids.begin() + r * k)) << "top_k of row " << r;
     EXPECT_EQ(to_host<uint32_t>(am1, 1)[0], all_am[r]) << "argmax of row " << r;
+  }
+}
+
+// A full decoder bucket of Qwen3 logits (64 sequences × 16 picks of 151,936 columns), GPU only: every
+// kernel checked against the reference (sampling on every 16th pick, which the host sorts slowly) and
+// timed, microseconds per launch printed for BENCHMARKS.md.
+TEST_F(ChoiceTest, QwenBucketIsCorrectAndTimed) {
+  if (emulated()) GTEST_SKIP() << "1,024 rows of 151,936 columns take minutes on the emulator";
+  constexpr uint32_t kSeqs = 64, kPer = 16, kRows = kSeqs * kPer, k = 64;
+  std::vector<std::vector<float>> rows;
+  for (uint32_t r = 0; r < kRows; ++r) rows.push_back(make_row(Kind::kNormal, kWide, rng_));
+  DeviceBuffer x = to_device(pad_rows(rows, kWide, kRows)), ids = id_buffer(size_t{kRows} * k),
+               values = sentinel_buffer(kRows, k, Dt::kF32), out = id_buffer(kRows);
+  const auto time_us = [&](const Result<KernelStep>& step) {
+    run_step(step);  // warm
+    const auto t0 = std::chrono::steady_clock::now();
+    constexpr int kRuns = 10;
+    for (int i = 0; i < kRuns; ++i) EXPECT_TRUE(launch(*gpu().modules, *step, gpu().device->stream()).ok());
+    EXPECT_EQ(cudaStreamSynchronize(gpu().device->stream()), cudaSuccess);
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kRuns;
+  };
+  const std::vector<uint32_t> picks(kSeqs, kPer);
+  std::vector<uint32_t> start(kSeqs);
+  for (uint32_t s = 0; s < kSeqs; ++s) start[s] = 100 * s;
+  const Loc xl = make_loc(x, ir::Rows::kPicks, kWide, Dt::kF32, "logits");
+  {
+    auto db = device_batch(choice_batch(picks, start, std::vector<ir::SamplingParams>(kSeqs)),
+                           ir::Bucket{kSeqs * (kPer + 2), kSeqs, kRows});
+    const double am = time_us(argmax_step(db->ctx, xl, kWide, make_loc(out, ir::Rows::kPicks, 1, Dt::kU32, "ids")));
+    const std::vector<uint32_t> got = to_host<uint32_t>(out, kRows);
+    for (uint32_t r = 0; r < kRows; ++r) ASSERT_EQ(got[r], ir::argmax(rows[r])) << "argmax of row " << r;
+    const double tk = time_us(top_k_step(db->ctx, xl, kWide, k, make_loc(ids, ir::Rows::kPicks, k, Dt::kU32, "ids"),
+                                         make_loc(values, ir::Rows::kPicks, k, Dt::kF32, "values")));
+    const std::vector<uint32_t> got_ids = to_host<uint32_t>(ids, size_t{kRows} * k);
+    for (uint32_t r = 0; r < kRows; r += 4) {
+      std::vector<uint32_t> want(k);
+      std::vector<float> want_values(k);
+      ir::top_k(rows[r], k, want, want_values);
+      ASSERT_TRUE(std::equal(want.begin(), want.end(), got_ids.begin() + size_t{r} * k)) << "top_k of row " << r;
+    }
+    std::cout << fmt::format("1024 × 151,936: argmax {:.1f} us, top_k 64 {:.1f} us\n", am, tk);
+  }
+  for (const ir::SamplingParams p : {ir::SamplingParams{0.0f, 1.0f, 7}, ir::SamplingParams{0.7f, 1.0f, 7},
+                                     ir::SamplingParams{0.7f, 0.9f, 7}, ir::SamplingParams{1.5f, 0.95f, 7}}) {
+    std::vector<ir::SamplingParams> params(kSeqs, p);
+    for (uint32_t s = 0; s < kSeqs; ++s) params[s].seed = 1000 + s;
+    SampleRun run;
+    run.batch = choice_batch(picks, start, params);
+    auto db = device_batch(run.batch, ir::Bucket{kSeqs * (kPer + 2), kSeqs, kRows});
+    const double us = time_us(sample_step(db->ctx, xl, kWide, make_loc(out, ir::Rows::kPicks, 1, Dt::kU32, "ids")));
+    run.got = to_host<uint32_t>(out, kRows);
+    for (uint32_t s = 0; s < kSeqs; ++s) {  // one pick of each sequence
+      const uint32_t r = s * kPer + 5, position = run.batch.seq_start(s) + run.batch.picks[r] + 1;
+      const uint32_t want = ir::sample_token(rows[r], params[s], position);
+      if (run.got[r] != want) {
+        EXPECT_LT(rounding_margin(rows[r], params[s], position), 1e-9) << "pick " << r << ": " << run.got[r] << " vs "
+                                                                       << want;
+      }
+    }
+    std::cout << fmt::format("1024 × 151,936: sample at temperature {}, top_p {}: {:.1f} us\n", p.temperature,
+                             p.top_p, us);
   }
 }
 
