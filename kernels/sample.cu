@@ -610,8 +610,8 @@ __device__ __forceinline__ void sample_row(const SampleArgs& a) {
     }
   }
   const float temperature = bits_float(a.sampling[4 * s]), top_p = bits_float(a.sampling[4 * s + 1]);
-  const unsigned long long seed =
-      static_cast<unsigned long long>(a.sampling[4 * s + 2]) | (static_cast<unsigned long long>(a.sampling[4 * s + 3]) << 32);
+  const unsigned long long seed = static_cast<unsigned long long>(a.sampling[4 * s + 2]) |
+                                 (static_cast<unsigned long long>(a.sampling[4 * s + 3]) << 32);
   const unsigned position = a.start[s] + (a.prow[row] - a.cu[s]) + 1;
 
   __shared__ Shared sh;

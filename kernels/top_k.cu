@@ -85,6 +85,40 @@ TK_DEV void sort_desc(unsigned long long* s, unsigned len) {
   }
 }
 
+// Every id once, spread over the block: 4 columns per load when rows are 16-byte aligned (ids below
+// vec_end), kBatch loads in flight before any is used.
+template <class F>
+TK_DEV void visit_strided(const float* x, unsigned vec_end, unsigned columns, F&& f) {
+  constexpr unsigned kBatch = 4, kStep = kThreads * 4;
+  unsigned c = threadIdx.x * 4;
+  for (; c + (kBatch - 1) * kStep < vec_end; c += kBatch * kStep) {
+    V4 v[kBatch];
+#pragma unroll
+    for (unsigned b = 0; b < kBatch; ++b) {
+      // INVARIANT: arena values are 64-byte aligned and ld % 4 == 0 below vec_end, so x + c is 16-byte aligned.
+      TK_ASSERT_ALIGNED(x + c + b * kStep, 16);
+      v[b] = *reinterpret_cast<const V4*>(x + c + b * kStep);
+    }
+#pragma unroll
+    for (unsigned b = 0; b < kBatch; ++b) {
+      const unsigned at = c + b * kStep;
+      f(v[b].x, at);
+      f(v[b].y, at + 1);
+      f(v[b].z, at + 2);
+      f(v[b].w, at + 3);
+    }
+  }
+  for (; c < vec_end; c += kStep) {  // the last few loads, one at a time
+    TK_ASSERT_ALIGNED(x + c, 16);
+    const V4 v = *reinterpret_cast<const V4*>(x + c);
+    f(v.x, c);
+    f(v.y, c + 1);
+    f(v.z, c + 2);
+    f(v.w, c + 3);
+  }
+  for (unsigned i = vec_end + threadIdx.x; i < columns; i += kThreads) f(x[i], i);
+}
+
 TK_DEV unsigned pow2_at_least(unsigned v) {
   unsigned p = 1;
   while (p < v) p <<= 1;
@@ -117,16 +151,7 @@ __device__ __forceinline__ void top_k_row(const TopKArgs& a) {
       ++seen;
       keep_key(keep, key);
     };
-    for (unsigned c = threadIdx.x * 4; c < vec_end; c += kThreads * 4) {
-      // INVARIANT: arena values are 64-byte aligned and ld % 4 == 0, so x + c is 16-byte aligned.
-      TK_ASSERT_ALIGNED(x + c, 16);
-      const V4 v = *reinterpret_cast<const V4*>(x + c);
-      visit(v.x, c);
-      visit(v.y, c + 1);
-      visit(v.z, c + 2);
-      visit(v.w, c + 3);
-    }
-    for (unsigned c = vec_end + threadIdx.x; c < a.columns; c += kThreads) visit(x[c], c);
+    visit_strided(x, vec_end, a.columns, visit);
     // Keys this thread did not keep lie below its last kept one; below the block's largest such bound
     // the kept keys are incomplete, at or above it they are every key there is (below limit).
     const unsigned long long bound = block_max(seen > kKeep ? keep[kKeep - 1] : 0, scratch);

@@ -263,7 +263,9 @@ void expect_reference_tokens(const SampleRun& run, const std::string& what) {
                               << position << ") is " << run.got[p] << ", the reference " << want;
     }
   }
-  for (size_t p = b.num_picks(); p < run.got.size(); ++p) ASSERT_EQ(run.got[p], kNoId) << what << ": padding pick " << p;
+  for (size_t p = b.num_picks(); p < run.got.size(); ++p) {
+    ASSERT_EQ(run.got[p], kNoId) << what << ": padding pick " << p;
+  }
 }
 
 TEST_F(ChoiceTest, SampleIsTheReferencesTokenForEveryParameterAndPosition) {
@@ -397,7 +399,8 @@ TEST_F(ChoiceTest, ARowAloneAndInABatchGiveTheSameBits) {
   run_step(top_k_step(many->ctx, xl, columns, k, make_loc(ids, ir::Rows::kTokens, k, Dt::kU32, "ids"),
                       make_loc(values, ir::Rows::kTokens, k, Dt::kF32, "values")));
   run_step(argmax_step(many->ctx, xl, columns, make_loc(am, ir::Rows::kTokens, 1, Dt::kU32, "am")));
-  const std::vector<uint32_t> all_ids = to_host<uint32_t>(ids, rows.size() * k), all_am = to_host<uint32_t>(am, rows.size());
+  const std::vector<uint32_t> all_ids = to_host<uint32_t>(ids, rows.size() * k);
+  const std::vector<uint32_t> all_am = to_host<uint32_t>(am, rows.size());
   for (size_t r = 0; r < rows.size(); r += 5) {
     ir::Batch one;
     one.add_sequence({0}, {}, 0);
@@ -487,13 +490,15 @@ TEST_F(ChoiceTest, LaunchersRefuseWrongTypesAndShapes) {
             "argmax: logits 'half' (picks × 100 f16) must be FP32");
   EXPECT_EQ(message(argmax_step(db->ctx, x, 100, make_loc(buf, ir::Rows::kPicks, 1, Dt::kF32, "floats"))),
             "argmax: ids 'floats' (picks × 1 f32) must be U32, 1 wide, over the rows of 'logits' (picks × 100 f32)");
-  EXPECT_EQ(message(argmax_step(db->ctx, x, 101, ids)), "argmax: 101 columns of 'logits' (picks × 100 f32) (1 to 100)");
+  EXPECT_EQ(message(argmax_step(db->ctx, x, 101, ids)),
+            "argmax: 101 columns of 'logits' (picks × 100 f32) (1 to 100)");
   EXPECT_EQ(message(top_k_step(db->ctx, x, 100, 65, make_loc(buf, ir::Rows::kPicks, 65, Dt::kU32, "ids"),
                                make_loc(buf, ir::Rows::kPicks, 65, Dt::kF32, "values"))),
             "top_k: k 65 of 100 columns of 'logits' (picks × 100 f32) (1 to the smaller of the columns and 64)");
   EXPECT_EQ(message(top_k_step(db->ctx, x, 100, 8, make_loc(buf, ir::Rows::kPicks, 8, Dt::kU32, "ids"),
                                make_loc(buf, ir::Rows::kPicks, 8, Dt::kU32, "values"))),
-            "top_k: values 'values' (picks × 8 u32) must be FP32, 8 wide, over the rows of 'logits' (picks × 100 f32)");
+            "top_k: values 'values' (picks × 8 u32) must be FP32, 8 wide, over the rows of 'logits' "
+            "(picks × 100 f32)");
   EXPECT_EQ(message(sample_step(db->ctx, make_loc(buf, ir::Rows::kTokens, 100, Dt::kF32, "tok"), 100, ids)),
             "sample: logits 'tok' (tokens × 100 f32) must be pick rows");
   EXPECT_EQ(message(sample_step(db->ctx, x, 100, ids)), "ok");
