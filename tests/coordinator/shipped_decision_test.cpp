@@ -77,7 +77,7 @@ TEST(ShippedDecisionModel, LaysOutAsTrainedAndKeepsItsHeldOutAccuracy) {
     ASSERT_TRUE(out.ok()) << out.error().message();
     for (size_t i = begin; i < end; ++i) {
       const auto s = static_cast<uint32_t>(i - begin);
-      const std::vector<float> logits(out->logits.begin() + batch.mcu[s], out->logits.begin() + batch.mcu[s + 1]);
+      const std::vector<float> logits(out->logits.begin() + batch.pcu[s], out->logits.begin() + batch.pcu[s + 1]);
       const std::vector<float> p = (*model)->probabilities(qtypes[i], logits);
       const int answer = questions[i].at("answer").get<int>();
       bool ok = false;

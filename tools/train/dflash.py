@@ -37,6 +37,7 @@ class DrafterShape:
     softcap: float = 30.0
     out_mult: float = 1.0
     windows: tuple = None  # per layer: a sliding window (|q_pos - k_pos| < w) or None; the shipped drafters: None
+    causal: tuple = None   # per layer: block rows see only the block rows up to themselves (z-lab's rule below)
 
     def qwen3(self):
         return Qwen3Shape(vocab=self.vocab, hidden=self.hidden, inter=self.inter, layers=self.layers,
@@ -151,7 +152,13 @@ class Drafter(nn.Module):
         mask = torch.cat([see_ctx, see_blk], -1)[:, None]  # [S, 1, A·B, T + A·B]
         key_pos = torch.cat([torch.arange(t, device=x.device)[None].expand(sq, -1), pos], 1)  # [S, T + A·B]
         near = (pos[:, :, None] - key_pos[:, None, :]).abs()[:, None]
-        masks = [mask if not w else mask & (near < w) for w in (self.d.windows or [None] * self.d.layers)]
+        causal_blk = see_blk & (torch.arange(a * b, device=x.device)[None, :, None] >=
+                                torch.arange(a * b, device=x.device)[None, None, :])
+        causal_mask = torch.cat([see_ctx, causal_blk], -1)[:, None]
+        masks = []
+        for i, w in enumerate(self.d.windows or [None] * self.d.layers):
+            m = causal_mask if self.d.causal and self.d.causal[i] else mask
+            masks.append(m if not w else m & (near < w))
         for layer, (ck, cv), mask in zip(self.layers, ctx, masks):
             at = layer.self_attn
             u = layer.input_layernorm(x)
@@ -231,7 +238,16 @@ def shape_from_config(c):
                         sel_top_k=get("selector_top_k", 8), softcap=get("final_logit_softcapping", 0.0),
                         out_mult=get("output_multiplier", 1.0),
                         windows=tuple(c.get("sliding_window") if t == "sliding_attention" else None
-                                      for t in c.get("layer_types", ["full_attention"] * c["num_hidden_layers"])))
+                                      for t in c.get("layer_types", ["full_attention"] * c["num_hidden_layers"])),
+                        causal=layer_causality(c, dc))
+
+
+def layer_causality(c, dc):
+    """z-lab's rule (as tandem's engine/io/hf_config.cpp reads it): a top-level is_causal (or
+    dflash_config.causal) sets every layer; without one a sliding_attention layer is causal, a full one not."""
+    types = c.get("layer_types", ["full_attention"] * c["num_hidden_layers"])
+    given = c.get("is_causal", dc.get("causal"))
+    return tuple(bool(given) if given is not None else t == "sliding_attention" for t in types)
 
 
 def load_drafter(dir_, dev, dtype=torch.float32):

@@ -94,8 +94,8 @@ def check_dflash_reference():
         d = os.path.join(ROOT, dr["dir"])
         m = Drafter(shape_from_config(common.read_json(os.path.join(d, "config.json"))))
         sd = common.load_safetensors(os.path.join(d, "model.safetensors"))
-        sd = {("candidate_selector." + k if k.split(".")[0] in ("hidden_projection", "predecessor_codebook",
-                                                                  "successor_codebook") else k): v for k, v in sd.items()}
+        # The fixture is in the public layout: candidate_selector.* with the codebooks stored without .weight.
+        sd = {(k + ".weight" if k.endswith("_codebook") else k): v for k, v in sd.items()}
         m.load_state_dict(sd, strict=True)
         m = m.double().eval()
         for case in dr["cases"]:

@@ -95,7 +95,7 @@ uint32_t max_block_size(const ir::BucketTable& table) {
   for (const ir::Bucket& b : table.stage(kDrafterStage)) {
     if (b.seqs == 0) continue;
     // `seqs` blocks of B rows each, B − 1 of them marker rows (the draft rows with the LM head).
-    most = std::max(most, std::min(b.tokens / b.seqs, b.markers / b.seqs + 1));
+    most = std::max(most, std::min(b.tokens / b.seqs, b.picks / b.seqs + 1));
   }
   return most;
 }

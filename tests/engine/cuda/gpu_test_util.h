@@ -105,14 +105,17 @@ struct DeviceBatch {
   StepContext ctx;
 };
 
+// `caches` (with `capacity` positions per slot) binds a decoder batch to caches, as a State does.
 inline std::unique_ptr<DeviceBatch> device_batch(ir::Batch batch, ir::Bucket bucket,
-                                                CudaAttention attention = CudaAttention::kSimt) {
+                                                CudaAttention attention = CudaAttention::kSimt,
+                                                const std::vector<kernels::CacheTable>& caches = {},
+                                                uint32_t capacity = 0) {
   auto d = std::make_unique<DeviceBatch>();
   d->batch = std::move(batch);
   d->bucket = bucket;
-  d->layout = IndexLayout::for_bucket(bucket);
+  d->layout = IndexLayout::for_bucket(bucket, static_cast<uint32_t>(caches.size()));
   std::vector<uint32_t> words(d->layout.words, 0xdeadbeefu);
-  fill_index(d->layout, d->batch, words.data());
+  fill_index(d->layout, d->batch, words.data(), BoundCaches{caches.empty() ? nullptr : caches.data(), capacity});
   d->index = to_device(words);
   const auto* base = d->index.as<const unsigned>();
   const IndexLayout& l = d->layout;
@@ -159,15 +162,43 @@ inline std::vector<float> from_halves(const std::vector<uint16_t>& x) {
   return out;
 }
 
-// An output buffer of `rows` × `width` elements (f32 or f16), every element the sentinel.
+inline std::vector<uint16_t> to_bf16s(const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = float_to_bf16(x[i]);
+  return out;
+}
+
+inline std::vector<float> from_bf16s(const std::vector<uint16_t>& x) {
+  std::vector<float> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_to_float(x[i]);
+  return out;
+}
+
+// x as the element type holds it (rounded to nearest even for 16-bit types).
+inline std::vector<float> rounded_to(const std::vector<float>& x, Dt type) {
+  if (type == Dt::kF16) return from_halves(to_halves(x));
+  if (type == Dt::kBF16) return from_bf16s(to_bf16s(x));
+  return x;
+}
+
+// x on the device in the element type (f32, f16 or bf16).
+inline DeviceBuffer typed_buffer(const std::vector<float>& x, Dt type) {
+  if (type == Dt::kF16) return to_device(to_halves(x));
+  if (type == Dt::kBF16) return to_device(to_bf16s(x));
+  return to_device(x);
+}
+
+// An output buffer of `rows` × `width` elements (f32, f16 or bf16), every element the sentinel.
 inline DeviceBuffer sentinel_buffer(size_t rows, size_t width, Dt type) {
   if (type == Dt::kF32) return to_device(std::vector<float>(rows * width, kSentinel));
+  if (type == Dt::kBF16) return to_device(std::vector<uint16_t>(rows * width, float_to_bf16(kSentinel)));
   return to_device(std::vector<uint16_t>(rows * width, float_to_half(kSentinel)));
 }
 
-// The buffer back as floats (f16 widened exactly).
+// The buffer back as floats (16-bit types widened exactly).
 inline std::vector<float> read_floats(const DeviceBuffer& b, size_t n, Dt type) {
   if (type == Dt::kF32) return to_host<float>(b, n);
+  if (type == Dt::kBF16) return from_bf16s(to_host<uint16_t>(b, n));
   return from_halves(to_host<uint16_t>(b, n));
 }
 
