@@ -236,4 +236,55 @@ struct CacheAttentionArgs {
   float scale;               // head_dim^-0.5
 };
 
+// ---- token choice (graph.h Argmax, TopK, Sample; engine/ir/sampling.h defines each exactly) ----
+
+// One block per row: argmax 1024 threads, top_k 512, sample 256. top_k keeps kTopKKeep keys per thread per
+// pass (so kTopKThreads · kTopKKeep sort slots) and takes k <= kTopKMax; sample sorts at most
+// kSampleCandidates boundary candidates in shared memory.
+enum : unsigned {
+  kArgmaxThreads = 1024,
+  kTopKThreads = 512,
+  kTopKKeep = 4,
+  kTopKMax = 64,
+  kSampleThreads = 256,
+  kSampleCandidates = 2048
+};
+
+// out[r] = the first index of the largest of x[r, 0 : columns), on the real rows of `kind`.
+struct ArgmaxArgs {
+  unsigned* out;             // [rows] token ids
+  const float* x;            // [rows, ld]
+  const unsigned* n;
+  unsigned kind;
+  unsigned ld;
+  unsigned columns;          // 1 <= columns <= ld
+};
+
+// ids[r, :k] and values[r, :k]: the k largest of x[r, 0 : columns), descending, ties to the lower id.
+struct TopKArgs {
+  unsigned* ids;             // [rows, k]
+  float* values;             // [rows, k]
+  const float* x;            // [rows, ld]
+  const unsigned* n;
+  unsigned kind;
+  unsigned ld;
+  unsigned columns;
+  unsigned k;                // 1 <= k <= min(columns, kTopKMax)
+};
+
+// out[p] = sample_token(x[p, 0 : columns), sampling[s], start[s] + prow[p] − cu[s] + 1) for pick p of
+// sequence s (pcu[s] <= p < pcu[s + 1]), on the real picks.
+struct SampleArgs {
+  unsigned* out;             // [picks] token ids
+  const float* x;            // [picks, ld]
+  const unsigned* prow;      // [picks]
+  const unsigned* cu;        // [seqs + 1]
+  const unsigned* pcu;       // [seqs + 1]
+  const unsigned* start;     // [seqs]
+  const unsigned* sampling;  // [seqs][4]: temperature and top_p as f32 bits, the seed's low and high words
+  const unsigned* n;
+  unsigned ld;
+  unsigned columns;
+};
+
 }  // namespace tandem::kernels

@@ -489,9 +489,25 @@ Status Lowering::lower(size_t i, const ir::CacheAttention& o) {
 }
 Status Lowering::lower(size_t i, const ir::Input& o) { return not_run(i, o); }
 Status Lowering::lower(size_t i, const ir::DynConv& o) { return not_run(i, o); }
-Status Lowering::lower(size_t i, const ir::Argmax& o) { return not_run(i, o); }
-Status Lowering::lower(size_t i, const ir::TopK& o) { return not_run(i, o); }
-Status Lowering::lower(size_t i, const ir::Sample& o) { return not_run(i, o); }
+
+Status Lowering::lower(size_t i, const ir::Argmax& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(argmax_step(ctx_, x, o.columns, out), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::TopK& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc ids, loc(o.ids));
+  TANDEM_ASSIGN(const Loc values, loc(o.values));
+  return add(top_k_step(ctx_, x, o.columns, o.k, ids, values), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::Sample& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(sample_step(ctx_, x, o.columns, out), label(i, o));
+}
 
 Status Lowering::validate_launches() {
   // Every step once with all real counts 0 (the header is zero): kernels return at once, so this
@@ -538,8 +554,8 @@ Status Lowering::run() {
   for (const ir::Output& o : graph_.outputs) {
     TANDEM_ASSIGN(const Loc l, loc(o.val));
     const bool ids = graph_.info(o.val).elem == ir::Elem::kU32;
-    if (o.placement == ir::Placement::kHost && l.type != Dt::kF32) {
-      return Error::make(ErrorKind::kInternal, "host output {} is not FP32", o.name);
+    if (o.placement == ir::Placement::kHost && l.type != (ids ? Dt::kU32 : Dt::kF32)) {
+      return Error::make(ErrorKind::kInternal, "host output {} is neither FP32 values nor U32 ids", o.name);
     }
     const ir::Storage storage = ids ? ir::Storage::kU32 : storage_of(l.type);
     plan_.outputs_.push_back({l.ptr, host, l.rows, l.width, o.placement, storage});

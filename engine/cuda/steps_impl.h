@@ -128,6 +128,13 @@ Result<std::vector<KernelStep>> cache_attention_steps(const StepContext& c, cons
                                                       const ir::CacheAttention& op, Dt cache_type, void* scratch,
                                                       size_t scratch_bytes, bool tensor_cores);
 
+// Token choice over FP32 logits rows (steps_choice.cpp): ids are U32, one per row (argmax, sample over
+// pick rows) or k per row with their values (top_k, k <= kTopKMax).
+Result<KernelStep> argmax_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
+Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k, const Loc& ids,
+                              const Loc& values);
+Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
+
 // Enqueues one kernel step on `stream`, checking that its argument pack is the entry's.
 Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t stream);
 
