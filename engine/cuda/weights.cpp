@@ -28,6 +28,9 @@ Result<std::map<std::string, Need>> collect(std::span<const ir::Graph* const> gr
         gemm_weight[gm->w.index] = true;
         if (gm->b) other_use[gm->b->index] = true;
       }
+      // Tables are read as FP32 rows even when a GEMM also multiplies by them (a tied LM head).
+      if (const auto* e = std::get_if<ir::Embed>(&op)) other_use[e->table.index] = true;
+      if (const auto* t = std::get_if<ir::AddType>(&op)) other_use[t->table.index] = true;
     }
     for (size_t i = 0; i < g->weights.size(); ++i) {
       if (!gemm_weight[i]) other_use[i] = true;  // norms, biases, tables: read as FP32 by kernels

@@ -43,13 +43,15 @@ cublasStatus_t read_attr(T& field, const void* buf, size_t size) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-bool is_float(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16F; }
+bool is_float(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF; }
 
 // The checks cuBLASLt makes before running: operand shapes agree, types are a supported combination.
 cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dd) {
   if (d.compute != CUBLAS_COMPUTE_32F || d.scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!is_float(a.type) || a.type != b.type || !is_float(c.type) || c.type != dd.type) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (a.type == CUDA_R_32F && c.type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // Half inputs write FP32 or their own type (cuBLASLt has no f16 x f16 -> bf16 kernel).
+  if (a.type != CUDA_R_32F && c.type != CUDA_R_32F && c.type != a.type) return CUBLAS_STATUS_NOT_SUPPORTED;
   const uint64_t a_rows = d.transa == CUBLAS_OP_T ? a.cols : a.rows, a_cols = d.transa == CUBLAS_OP_T ? a.rows : a.cols;
   const uint64_t b_rows = d.transb == CUBLAS_OP_T ? b.cols : b.rows, b_cols = d.transb == CUBLAS_OP_T ? b.rows : b.cols;
   if (a_rows != c.rows || b_cols != c.cols || a_cols != b_rows || c.rows != dd.rows || c.cols != dd.cols) {
@@ -74,12 +76,15 @@ cublasStatus_t validate(const Desc& d, const Layout& a, const Layout& b, const L
 
 float load(const void* base, cudaDataType_t t, uint64_t i) {
   if (t == CUDA_R_32F) return static_cast<const float*>(base)[i];
+  if (t == CUDA_R_16BF) return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
   return half_to_float(static_cast<const uint16_t*>(base)[i]);
 }
 
 void store(void* base, cudaDataType_t t, uint64_t i, float v) {
   if (t == CUDA_R_32F) {
     static_cast<float*>(base)[i] = v;
+  } else if (t == CUDA_R_16BF) {
+    static_cast<uint16_t*>(base)[i] = float_to_bf16(v);
   } else {
     static_cast<uint16_t*>(base)[i] = float_to_half(v);
   }
