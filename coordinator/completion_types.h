@@ -26,6 +26,7 @@ struct CompletionRequest {
   std::vector<ChatMessage> messages;                // /v1/chat/completions
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
   std::optional<uint32_t> max_tokens;  // absent: 16 for completions (OpenAI), the rest of the context for chat
+  std::string max_tokens_field = "max_tokens";  // or "max_completion_tokens" (chat), for messages
   float temperature = 1.0f;            // OpenAI's default
   float top_p = 1.0f;
   std::optional<uint64_t> seed;        // absent: a random one

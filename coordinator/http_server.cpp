@@ -92,6 +92,8 @@ class ExchangeImpl final : public Exchange {
   using Exchange::reply;
   void reply(std::function<HttpResponse()> make) override;
   void on_abandon(std::function<void()> callback) override { abandon_ = std::move(callback); }
+  bool timed_out() const override { return timed_out_.load(); }
+  void set_timed_out() { timed_out_.store(true); }
   bool start_stream(HttpResponse head) override;
   void send(std::string chunk) override;
   void end() override;
@@ -106,6 +108,7 @@ class ExchangeImpl final : public Exchange {
   // executor must not (its destructor touches the context's strand service).
   std::weak_ptr<Session> session_;
   std::atomic<bool> answered_{false};
+  std::atomic<bool> timed_out_{false};
   std::function<void()> abandon_;
 };
 
@@ -244,8 +247,12 @@ class Session : public std::enable_shared_from_this<Session> {
     request_timer_.expires_after(std::chrono::milliseconds(server_.limits.request_timeout_ms));
     request_timer_.async_wait([self = shared_from_this(), ex = exchange_](beast::error_code ec) {
       if (ec || !self->waiting_ || ex != self->exchange_) return;
-      if (self->streaming_) return ex->abandon();  // the handler ends the stream with its own last words
+      if (self->streaming_) {
+        ex->set_timed_out();
+        return ex->abandon();  // the handler ends the stream with its own last words
+      }
       if (!ex->claim()) return;
+      ex->set_timed_out();
       ex->abandon();
       self->deliver(error_response(ApiError{504,
                                             fmt::format("no answer within {} ms (limits.request_timeout_ms)",

@@ -49,6 +49,9 @@ class Exchange {
   // stream, before its end). Set it inside HttpHandler::handle (it runs on the strand, where the
   // callback will).
   virtual void on_abandon(std::function<void()> callback) = 0;
+  // In the abandon callback: true when the request deadline passed (limits.request_timeout_ms), false
+  // when the client left.
+  virtual bool timed_out() const = 0;
 
   // A streamed answer instead of reply(): `head`'s status and headers at once, the body with chunked
   // transfer encoding (HTTP/1.0: unframed, then the connection closes), one chunk per send(), and

@@ -275,6 +275,7 @@ ApiResult<CompletionRequest> parse_chat_request(std::string_view body, const Com
   }
   if (auto e = read_max_tokens(j, "max_tokens", limits, r.max_tokens)) return *e;
   if (auto e = read_max_tokens(j, "max_completion_tokens", limits, r.max_tokens)) return *e;
+  if (field(j, "max_completion_tokens")) r.max_tokens_field = "max_completion_tokens";
   if (const json* k = field(j, "chat_template_kwargs")) {
     if (!k->is_object()) return wrong_type("chat_template_kwargs", *k, "an object");
     for (const char* reserved : {"messages", "add_generation_prompt", "tools", "documents"}) {
