@@ -116,7 +116,8 @@ void GenerationMetrics::render(std::string& out) const {
   out += fmt::format("tandem_generation_drafted_tokens_total {}\n", drafted_);
   header(out, "tandem_generation_accepted_tokens_total", "counter", "Draft tokens the target accepted.");
   out += fmt::format("tandem_generation_accepted_tokens_total {}\n", accepted_);
-  header(out, "tandem_generation_request_rounds_total", "counter", "Rounds that committed tokens, summed over requests.");
+  header(out, "tandem_generation_request_rounds_total", "counter",
+         "Rounds that committed tokens, summed over requests.");
   out += fmt::format("tandem_generation_request_rounds_total {}\n", rounds_seen_);
   header(out, "tandem_generation_acceptance_length", "histogram", "Tokens a round committed for a request.");
   acceptance_length_.render(out, "tandem_generation_acceptance_length", "");
@@ -148,7 +149,9 @@ void GenerationMetrics::render(std::string& out) const {
     out += fmt::format("tandem_generation_bytes_total{{from=\"{}\",to=\"{}\"}} {}\n", link.first, link.second, n);
   }
   header(out, "tandem_generation_kv_slots_in_use", "gauge", "KV cache slots held by requests, per rank.");
-  for (const auto& [rank, n] : kv_slots_) out += fmt::format("tandem_generation_kv_slots_in_use{{rank=\"{}\"}} {}\n", rank, n);
+  for (const auto& [rank, n] : kv_slots_) {
+    out += fmt::format("tandem_generation_kv_slots_in_use{{rank=\"{}\"}} {}\n", rank, n);
+  }
   header(out, "tandem_generation_pairing_degraded", "gauge", "1 for a target/drafter pairing serving without drafts.");
   for (const auto& [pairing, why] : degraded_) {
     out += fmt::format("tandem_generation_pairing_degraded{{pairing=\"{}\"}} 1\n", pairing);

@@ -113,7 +113,8 @@ class FakeGenerationService final : public GenerationService {
       // A round of `block - 1` drafts, of which all but the last token's were accepted.
       e.stats.rounds += 1;
       e.stats.drafted += request.speculative ? s.block - 1 : 0;
-      const uint32_t accepted = request.speculative && !e.tokens.empty() ? static_cast<uint32_t>(e.tokens.size()) - 1 : 0;
+      const uint32_t accepted =
+          request.speculative && !e.tokens.empty() ? static_cast<uint32_t>(e.tokens.size()) - 1 : 0;
       e.stats.accepted += accepted;
       if (e.stats.accepted_per_position.size() < s.block - 1) e.stats.accepted_per_position.resize(s.block - 1, 0);
       for (uint32_t p = 0; p < accepted; ++p) e.stats.accepted_per_position[p] += 1;

@@ -131,7 +131,8 @@ TEST_F(GenerationApiTest, WholeCompletion) {
   EXPECT_TRUE(has_metric(fmt::format("tandem_generation_drafted_tokens_total {}", 2 * rounds)));
   EXPECT_TRUE(has_metric(fmt::format("tandem_generation_accepted_tokens_total {}", accepted)));
   EXPECT_TRUE(has_metric(fmt::format("tandem_generation_acceptance_length_count {}", rounds)));
-  EXPECT_TRUE(has_metric(fmt::format("tandem_generation_accepted_tokens_per_position_total{{position=\"1\"}} {}", rounds)));
+  EXPECT_TRUE(
+      has_metric(fmt::format("tandem_generation_accepted_tokens_per_position_total{{position=\"1\"}} {}", rounds)));
   EXPECT_TRUE(has_metric("tandem_generation_finished_total{endpoint=\"/v1/completions\",reason=\"length\"} 1"));
   for (int i = 0; i < 50 && !has_metric("tandem_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 1"); ++i) {
     std::this_thread::sleep_for(10ms);
@@ -242,7 +243,8 @@ TEST_F(GenerationApiTest, ClientLeavingMidStreamCancels) {
   fake_.script.delay = 20ms;
   {
     HttpConnection c(server_->port());
-    ASSERT_TRUE(c.send_raw(HttpConnection::request_text("POST", "/v1/completions", R"({"prompt": "x", "stream": true})")));
+    ASSERT_TRUE(
+        c.send_raw(HttpConnection::request_text("POST", "/v1/completions", R"({"prompt": "x", "stream": true})")));
     ASSERT_TRUE(c.wait_for("data: {", 3000ms));
   }
   EXPECT_TRUE(fake_.cancelled(1));
