@@ -72,8 +72,8 @@ class HttpConnection {
     return read_reply(timeout);
   }
 
-  // The next response; nullopt on timeout or a connection closed before a whole response. The answer to
-  // a HEAD request (`head_request`) has no body whatever its Content-Length says.
+  // The next response (a chunked body joined); nullopt on timeout or a connection closed before a whole
+  // response. The answer to a HEAD request (`head_request`) has no body whatever its Content-Length says.
   std::optional<HttpReply> read_reply(std::chrono::milliseconds timeout = std::chrono::milliseconds(30000),
                                       bool head_request = false) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -102,6 +102,10 @@ class HttpConnection {
     }
     if (reply.status == 100) return read_reply(timeout, head_request);  // an interim answer: the final one follows
     if (head_request) return reply;
+    if (reply.headers["transfer-encoding"] == "chunked") {
+      if (!read_chunked(reply.body, deadline)) return std::nullopt;
+      return reply;
+    }
     const size_t length = reply.headers.count("content-length") ? std::stoul(reply.headers["content-length"]) : 0;
     while (buffer_.size() < length) {
       if (!fill(deadline)) return std::nullopt;
@@ -135,6 +139,36 @@ class HttpConnection {
   }
 
  private:
+  // A chunked body (chunk extensions and trailers skipped) up to its last chunk.
+  bool read_chunked(std::string& body, std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      size_t line_end;
+      while ((line_end = buffer_.find("\r\n")) == std::string::npos) {
+        if (!fill(deadline)) return false;
+      }
+      const size_t size = std::stoul(buffer_.substr(0, line_end), nullptr, 16);
+      buffer_.erase(0, line_end + 2);
+      if (size == 0) {
+        size_t end;
+        while ((end = buffer_.find("\r\n")) == std::string::npos) {
+          if (!fill(deadline)) return false;
+        }
+        while (end != 0) {  // trailer lines, then the empty one
+          buffer_.erase(0, end + 2);
+          while ((end = buffer_.find("\r\n")) == std::string::npos) {
+            if (!fill(deadline)) return false;
+          }
+        }
+        buffer_.erase(0, 2);
+        return true;
+      }
+      while (buffer_.size() < size + 2) {
+        if (!fill(deadline)) return false;
+      }
+      body.append(buffer_, 0, size);
+      buffer_.erase(0, size + 2);
+    }
+  }
   // Reads what is there before the deadline; false on timeout, EOF or error.
   bool fill(std::chrono::steady_clock::time_point deadline) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());

@@ -11,6 +11,9 @@
 
 namespace tandem::coordinator {
 
+// Deepest nesting of arrays and objects a request body may have; deeper bodies are refused before parsing.
+inline constexpr int kMaxJsonDepth = 32;
+
 struct ApiError {
   unsigned status = 400;
   std::string message;

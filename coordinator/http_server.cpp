@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <deque>
 #include <optional>
 #include <thread>
 
@@ -91,6 +92,11 @@ class ExchangeImpl final : public Exchange {
   using Exchange::reply;
   void reply(std::function<HttpResponse()> make) override;
   void on_abandon(std::function<void()> callback) override { abandon_ = std::move(callback); }
+  bool timed_out() const override { return timed_out_.load(); }
+  void set_timed_out() { timed_out_.store(true); }
+  bool start_stream(HttpResponse head) override;
+  void send(std::string chunk) override;
+  void end() override;
   // Claims the right to answer; false if an answer is already on its way.
   bool claim() { return !answered_.exchange(true); }
   void abandon() {
@@ -102,6 +108,7 @@ class ExchangeImpl final : public Exchange {
   // executor must not (its destructor touches the context's strand service).
   std::weak_ptr<Session> session_;
   std::atomic<bool> answered_{false};
+  std::atomic<bool> timed_out_{false};
   std::function<void()> abandon_;
 };
 
@@ -132,7 +139,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // The answer to the pending request, on the strand.
   void deliver(HttpResponse response) {
-    if (!waiting_) return;
+    if (!waiting_ || streaming_) return;
     waiting_ = false;
     request_timer_.cancel();
     stop_watching();
@@ -227,6 +234,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto req = parser_->release();
     started_ = SteadyClock::now();
     keep_alive_ = req.keep_alive();
+    version_ = req.version();
     head_ = req.method() == http::verb::head;
     target_ = std::string(req.target());
     HttpRequest request;
@@ -238,7 +246,13 @@ class Session : public std::enable_shared_from_this<Session> {
     waiting_ = true;
     request_timer_.expires_after(std::chrono::milliseconds(server_.limits.request_timeout_ms));
     request_timer_.async_wait([self = shared_from_this(), ex = exchange_](beast::error_code ec) {
-      if (ec || !self->waiting_ || ex != self->exchange_ || !ex->claim()) return;
+      if (ec || !self->waiting_ || ex != self->exchange_) return;
+      if (self->streaming_) {
+        ex->set_timed_out();
+        return ex->abandon();  // the handler ends the stream with its own last words
+      }
+      if (!ex->claim()) return;
+      ex->set_timed_out();
       ex->abandon();
       self->deliver(error_response(ApiError{504,
                                             fmt::format("no answer within {} ms (limits.request_timeout_ms)",
@@ -265,13 +279,104 @@ class Session : public std::enable_shared_from_this<Session> {
       const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       if (n > 0) return;  // a pipelined request: the client is still there
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->watch_client();
-      if (!self->exchange_->claim()) return;
+      if (!self->streaming_ && !self->exchange_->claim()) return;
       self->exchange_->abandon();
       self->waiting_ = false;
+      self->streaming_ = false;
       self->request_timer_.cancel();
       self->server_.handler.record(self->target_, 499, self->seconds());  // 499: the client left
       self->close();
     });
+  }
+
+  // Streamed answers (Exchange::start_stream): the head, then chunks in order, one write at a time.
+ public:
+  void begin_stream(HttpResponse head) {
+    if (!waiting_ || streaming_) return;
+    streaming_ = true;
+    stream_status_ = head.status;
+    chunked_ = version_ >= 11;
+    stream_head_.emplace();
+    auto& h = *stream_head_;
+    h.result(head.status);
+    h.version(version_);
+    h.set(http::field::server, "tandem");
+    h.set(http::field::content_type, head.content_type);
+    for (const auto& [k, v] : head.headers) h.set(k, v);
+    h.keep_alive(chunked_ && keep_alive_ && !server_.draining.load());
+    if (chunked_) h.chunked(true);
+    stream_serializer_.emplace(h);
+    stream_writing_ = true;
+    stream_.expires_after(std::chrono::milliseconds(server_.limits.read_timeout_ms));
+    http::async_write_header(stream_, *stream_serializer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->stream_.expires_never();
+      self->stream_writing_ = false;
+      if (ec) return self->stream_failed();
+      self->pump();
+    });
+  }
+  void stream_chunk(std::string chunk) {
+    if (!streaming_ || stream_ended_ || chunk.empty()) return;
+    pending_chunks_.push_back(std::move(chunk));
+    pump();
+  }
+  void stream_end() {
+    if (!streaming_ || stream_ended_) return;
+    stream_ended_ = true;
+    pump();
+  }
+
+ private:
+  void pump() {
+    if (stream_writing_ || !streaming_) return;
+    stream_.expires_after(std::chrono::milliseconds(server_.limits.read_timeout_ms));
+    auto done = [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->stream_.expires_never();
+      self->stream_writing_ = false;
+      if (ec) return self->stream_failed();
+      if (!self->pending_chunks_.empty()) self->pending_chunks_.pop_front();
+      self->pump();
+    };
+    if (!pending_chunks_.empty()) {
+      stream_writing_ = true;
+      const std::string& c = pending_chunks_.front();
+      if (chunked_) return net::async_write(stream_, http::make_chunk(net::buffer(c)), std::move(done));
+      return net::async_write(stream_, net::buffer(c), std::move(done));
+    }
+    stream_.expires_never();
+    if (!stream_ended_) return;
+    stream_writing_ = true;
+    auto finished = [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->stream_.expires_never();
+      self->stream_writing_ = false;
+      if (ec) return self->stream_failed();
+      self->finish_stream();
+    };
+    if (chunked_) return net::async_write(stream_, http::make_chunk_last(), std::move(finished));
+    net::post(stream_.get_executor(), [finished = std::move(finished)]() mutable { finished({}, 0); });
+  }
+  void finish_stream() {
+    const bool keep = stream_head_->keep_alive();
+    streaming_ = false;
+    waiting_ = false;
+    stream_ended_ = false;
+    stream_serializer_.reset();
+    stream_head_.reset();
+    request_timer_.cancel();
+    stop_watching();
+    server_.handler.record(target_, stream_status_, seconds());
+    if (!keep) return linger();
+    wait_for_request();
+  }
+  // A write failed or stalled: the client is gone or not reading.
+  void stream_failed() {
+    if (streaming_) {
+      streaming_ = false;
+      waiting_ = false;
+      exchange_->abandon();
+      server_.handler.record(target_, 499, seconds());
+    }
+    close();
   }
 
   void stop_watching() {
@@ -344,6 +449,16 @@ class Session : public std::enable_shared_from_this<Session> {
   bool waiting_ = false;
   bool keep_alive_ = true;
   bool head_ = false;  // the pending request is a HEAD
+  unsigned version_ = 11;
+  // A streamed answer in progress: its head, what is queued, whether a write is outstanding.
+  bool streaming_ = false;
+  bool stream_ended_ = false;
+  bool stream_writing_ = false;
+  bool chunked_ = true;
+  unsigned stream_status_ = 200;
+  std::optional<http::response<http::empty_body>> stream_head_;
+  std::optional<http::response_serializer<http::empty_body>> stream_serializer_;
+  std::deque<std::string> pending_chunks_;
 };
 
 void ExchangeImpl::reply(std::function<HttpResponse()> make) {
@@ -359,6 +474,32 @@ void ExchangeImpl::reply(std::function<HttpResponse()> make) {
       log::error("http: making an answer threw: {}", e.what());
       s->deliver(internal_error(e.what()));
     }
+  });
+}
+
+bool ExchangeImpl::start_stream(HttpResponse head) {
+  if (!claim()) return false;
+  auto session = session_.lock();
+  if (!session) return true;  // gone: the sends that follow go nowhere
+  net::post(session->executor(), [weak = session_, head = std::move(head)]() mutable {
+    if (auto s = weak.lock()) s->begin_stream(std::move(head));
+  });
+  return true;
+}
+
+void ExchangeImpl::send(std::string chunk) {
+  auto session = session_.lock();
+  if (!session) return;
+  net::post(session->executor(), [weak = session_, chunk = std::move(chunk)]() mutable {
+    if (auto s = weak.lock()) s->stream_chunk(std::move(chunk));
+  });
+}
+
+void ExchangeImpl::end() {
+  auto session = session_.lock();
+  if (!session) return;
+  net::post(session->executor(), [weak = session_] {
+    if (auto s = weak.lock()) s->stream_end();
   });
 }
 

@@ -1,9 +1,10 @@
 // HttpServer: HTTP/1.1 with keep-alive on Boost.Beast over Boost.Asio, with the limits of serving.md:
 // a body limit (413) and header limit (431), a whole-request read deadline against slow clients
 // (408), an idle timeout, a connection limit (503), a per-request deadline (504), and cancellation when
-// the client disconnects while its answer is pending. Routing is the handler's (HEAD requests reach it
-// as "HEAD" and are answered with headers only); what a handler throws is answered 500. Each connection
-// runs on its own strand of `io_threads` threads named "http-io". A pimpl: no Asio in this header.
+// the client disconnects while its answer is pending or streaming. Answers are whole or streamed
+// (chunked). Routing is the handler's (HEAD requests reach it as "HEAD" and are answered with headers
+// only); what a handler throws is answered 500. Each connection runs on its own strand of `io_threads`
+// threads named "http-io". A pimpl: no Asio in this header.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +45,23 @@ class Exchange {
   void reply(HttpResponse response) {
     reply([r = std::move(response)] { return r; });
   }
-  // What to do if the client leaves, or the request deadline passes, before an answer. Set it inside
-  // HttpHandler::handle (it runs on the strand, where the callback will).
+  // What to do if the client leaves, or the request deadline passes, before an answer (or, for a
+  // stream, before its end). Set it inside HttpHandler::handle (it runs on the strand, where the
+  // callback will).
   virtual void on_abandon(std::function<void()> callback) = 0;
+  // In the abandon callback: true when the request deadline passed (limits.request_timeout_ms), false
+  // when the client left.
+  virtual bool timed_out() const = 0;
+
+  // A streamed answer instead of reply(): `head`'s status and headers at once, the body with chunked
+  // transfer encoding (HTTP/1.0: unframed, then the connection closes), one chunk per send(), and
+  // end() to finish it. From any thread; calls made in order are written in order, without blocking an
+  // I/O thread. Claims the answer like reply(): false if one is already on its way. When the client
+  // leaves mid-stream (or a write stalls past read_timeout_ms) the rest is dropped and the abandon
+  // callback runs; past the request deadline the abandon callback runs and the handler ends the stream.
+  virtual bool start_stream(HttpResponse head) = 0;
+  virtual void send(std::string chunk) = 0;
+  virtual void end() = 0;
 };
 
 class HttpHandler {

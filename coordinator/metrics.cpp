@@ -20,28 +20,6 @@ Histogram& slot(std::map<std::string, Histogram>& m, const std::string& key, con
 
 }  // namespace
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::observe(double value) {
-  size_t i = 0;
-  while (i < bounds_.size() && value > bounds_[i]) ++i;
-  ++counts_[i];
-  sum_ += value;
-  ++count_;
-}
-
-void Histogram::render(std::string& out, std::string_view name, std::string_view labels) const {
-  const std::string sep = labels.empty() ? "" : ",";
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    out += fmt::format("{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, sep, bounds_[i], cumulative);
-  }
-  out += fmt::format("{}_bucket{{{}{}le=\"+Inf\"}} {}\n", name, labels, sep, count_);
-  const std::string braces = labels.empty() ? "" : fmt::format("{{{}}}", labels);
-  out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, braces, sum_, name, braces, count_);
-}
-
 void Metrics::count_request(std::string_view endpoint, unsigned status, double seconds) {
   std::lock_guard lock(mutex_);
   ++requests_[{std::string(endpoint), status}];
@@ -111,6 +89,7 @@ std::string Metrics::render(size_t queue_depth, const std::vector<RankGauge>& ra
     out += fmt::format("tandem_rank_memory_bytes{{rank=\"{}\",kind=\"weights\"}} {}\n", r.rank, r.weight_bytes);
     out += fmt::format("tandem_rank_memory_bytes{{rank=\"{}\",kind=\"plans\"}} {}\n", r.rank, r.plan_bytes);
   }
+  generation_.render(out);
   return out;
 }
 

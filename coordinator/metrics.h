@@ -10,23 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "coordinator/generation_metrics.h"
+#include "coordinator/histogram.h"
 #include "engine/ir/bucket.h"
 
 namespace tandem::coordinator {
-
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds);
-  void observe(double value);
-  // Appends the _bucket/_sum/_count lines of `name` with the labels ("" or `k="v",...`).
-  void render(std::string& out, std::string_view name, std::string_view labels) const;
-
- private:
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // per bound, not cumulative; +Inf last
-  double sum_ = 0;
-  uint64_t count_ = 0;
-};
 
 // What a rank looks like at render time.
 struct RankGauge {
@@ -47,7 +35,11 @@ class Metrics {
   void observe_run(int rank, const ir::Bucket& bucket, double seconds);
   void count_batch_failure(int rank);
 
+  // Ends with generation()'s figures.
   std::string render(size_t queue_depth, const std::vector<RankGauge>& ranks) const;
+  // What /v1/completions and the round scheduler record (generation_metrics.h).
+  GenerationMetrics& generation() { return generation_; }
+  const GenerationMetrics& generation() const { return generation_; }
 
  private:
   mutable std::mutex mutex_;
@@ -59,6 +51,7 @@ class Metrics {
   std::map<std::string, Histogram> batch_tokens_;
   std::map<std::pair<int, std::string>, Histogram> run_seconds_;
   std::map<int, uint64_t> batch_failures_;
+  GenerationMetrics generation_;
 };
 
 }  // namespace tandem::coordinator

@@ -9,9 +9,6 @@
 
 namespace tandem::coordinator {
 
-// Deepest nesting of arrays and objects a body may have; deeper bodies are refused before parsing.
-inline constexpr int kMaxJsonDepth = 32;
-
 ApiResult<ScoreRequest> parse_score_request(std::string_view body, const RequestLimits& limits);
 ApiResult<DecideRequest> parse_decide_request(std::string_view body, const RequestLimits& limits);
 

@@ -17,7 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 5> kRoutes = {"/v1/decide", "/v1/score", "/health", "/v1/models", "/metrics"};
+constexpr std::array<std::string_view, 7> kRoutes = {"/v1/decide", "/v1/score", "/health", "/v1/models", "/metrics",
+                                                     "/v1/completions", "/v1/chat/completions"};
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
@@ -75,8 +76,32 @@ void Api::open(const DecisionFrontend& scorer) {
   scorer_.store(&scorer, std::memory_order_release);
 }
 
+void Api::open_generation(GenerationApi& generation) { generation_.store(&generation, std::memory_order_release); }
+
+void Api::generate(HttpRequest request, const std::shared_ptr<Exchange>& exchange) {
+  GenerationApi* generation = generation_.load(std::memory_order_acquire);
+  if (generation == nullptr) {
+    const std::string path(path_of(request.target));
+    if (deployment_.model(config::Role::kTarget) || deployment_.model(config::Role::kTargetDrafter)) {
+      return exchange->reply(error_response(
+          unavailable(fmt::format("the server is starting: the generation service behind {} is not open yet", path))));
+    }
+    return exchange->reply(error_response(ApiError{
+        404, fmt::format("{} is not served here: the deployment has no generation roles (target and drafter)", path),
+        "not_found", std::nullopt}));
+  }
+  if (request.method == "POST" && !json_content_type(request.content_type)) {
+    return exchange->reply(error_response(ApiError{
+        415, fmt::format("Content-Type '{}' is not application/json", request.content_type), "unsupported_media_type",
+        "Content-Type"}));
+  }
+  if (refusing_.load()) return exchange->reply(error_response(unavailable("the server is shutting down")));
+  generation->handle(std::move(request), exchange);
+}
+
 void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   const std::string_view path = path_of(request.target);
+  if (GenerationApi::serves(path)) return generate(std::move(request), exchange);
   const bool known = std::find(kRoutes.begin(), kRoutes.end(), path) != kRoutes.end();
   if (!known) {
     return exchange->reply(error_response(ApiError{404, fmt::format("no route {}", path), "not_found", std::nullopt}));
@@ -216,7 +241,15 @@ void Api::submit(std::vector<SequenceInput> sequences, const std::shared_ptr<Exc
 HttpResponse Api::health() const {
   std::optional<std::string> problem = ranks_.problem();
   if (scorer_.load(std::memory_order_acquire) == nullptr) problem = "the server is starting: " + starting();
-  json body = {{"status", problem ? "unavailable" : "ok"}, {"ranks", ranks_json(ranks_.view())}};
+  const auto degraded = metrics_.generation().degraded();
+  json body = {{"status", problem ? "unavailable" : (degraded.empty() ? "ok" : "degraded")},
+               {"ranks", ranks_json(ranks_.view())}};
+  if (!degraded.empty()) {
+    // Still serving, without drafts on these pairings.
+    json list = json::array();
+    for (const auto& [pairing, why] : degraded) list.push_back({{"pairing", pairing}, {"detail", why}});
+    body["degraded"] = std::move(list);
+  }
   if (!problem) return json_response(200, body);
   body["error"] = {{"message", *problem}, {"type", "unavailable"}, {"param", nullptr}};
   return json_response(503, body);
@@ -243,7 +276,11 @@ HttpResponse Api::models(const DecisionFrontend& scorer) const {
                 {"max_len", scorer.laya().max_len},
                 {"head_max_len", scorer.laya().head_max_len},
                 {"ranks", std::move(ranks)}};
-  return json_response(200, {{"object", "list"}, {"data", json::array({std::move(model)})}});
+  json data = json::array({std::move(model)});
+  if (const GenerationApi* generation = generation_.load(std::memory_order_acquire)) {
+    data.push_back(generation->model_entry());
+  }
+  return json_response(200, {{"object", "list"}, {"data", std::move(data)}});
 }
 
 HttpResponse Api::metrics() const {

@@ -1,6 +1,7 @@
-// Api: the routes of serving.md's HTTP table that scoring needs: POST /v1/decide and /v1/score, GET
-// /health, /v1/models and /metrics. It checks requests at the edge, lays decide questions out, queues
-// jobs on the batcher and answers when they finish; everything else is 404 or 405.
+// Api: the routes of serving.md's HTTP table: POST /v1/decide and /v1/score, GET /health, /v1/models
+// and /metrics, and POST /v1/completions and /v1/chat/completions forwarded to a GenerationApi once
+// open_generation() is called. It checks requests at the edge, lays decide questions out, queues jobs on
+// the batcher and answers when they finish; everything else is 404 or 405.
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "config/config.h"
 #include "coordinator/batcher.h"
 #include "coordinator/decision_frontend.h"
+#include "coordinator/generation_api.h"
 #include "coordinator/http_server.h"
 #include "coordinator/metrics.h"
 #include "coordinator/rank_table.h"
@@ -26,6 +28,9 @@ class Api final : public HttpHandler {
 
   // Rank 0 has opened the model and tokenizer: requests are scored from now on. Call once.
   void open(const DecisionFrontend& scorer);
+  // The generation routes are served from now on (until then: 503 when the deployment has a target
+  // role, else 404). `generation` outlives the Api. Call once.
+  void open_generation(GenerationApi& generation);
   void handle(HttpRequest request, std::shared_ptr<Exchange> exchange) override;
   void record(const std::string& target, unsigned status, double seconds) override;
   // From now on every scoring request gets 503 (the job is stopping).
@@ -38,6 +43,7 @@ class Api final : public HttpHandler {
   // scored, an error answers with its status, and a client that leaves cancels the job.
   void submit(std::vector<SequenceInput> sequences, const std::shared_ptr<Exchange>& exchange,
               std::function<std::string(const Job&)> answer);
+  void generate(HttpRequest request, const std::shared_ptr<Exchange>& exchange);
   std::optional<ApiError> check_model(const DecisionFrontend& scorer, const std::optional<std::string>& model) const;
   std::optional<ApiError> check_fits(const std::vector<SequenceInput>& sequences, const char* field) const;
   // What is still loading, for 503s before open().
@@ -49,6 +55,7 @@ class Api final : public HttpHandler {
   const config::Deployment& deployment_;
   // Null until open(); limits_ is complete before it is published (release), read after (acquire).
   std::atomic<const DecisionFrontend*> scorer_{nullptr};
+  std::atomic<GenerationApi*> generation_{nullptr};
   const ir::BucketTable& buckets_;
   Batcher& batcher_;
   RankTable& ranks_;

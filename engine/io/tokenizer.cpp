@@ -55,7 +55,7 @@ Result<std::vector<uint32_t>> encode_text(const tok::TokenizerParts& p, std::str
 }
 
 Result<std::string> decode_ids(const tok::TokenizerParts& p, const std::vector<uint32_t>& ids,
-                               uint32_t vocab_size) {
+                               uint32_t vocab_size, bool raw) {
   std::vector<std::string_view> tokens;
   tokens.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -69,7 +69,7 @@ Result<std::string> decode_ids(const tok::TokenizerParts& p, const std::vector<u
   }
   switch (p.decoder) {
     case tok::DecoderKind::kByteLevel:
-      return tok::byte_level_decode(tokens);
+      return raw ? tok::byte_level_bytes(tokens) : tok::byte_level_decode(tokens);
     case tok::DecoderKind::kNone:
       break;
   }
@@ -110,7 +110,11 @@ Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text, SpecialTo
 }
 
 Result<std::string> Tokenizer::decode(const std::vector<uint32_t>& ids) const {
-  return guarded("decode", [&] { return decode_ids(*impl_->parts, ids, vocab_size()); });
+  return guarded("decode", [&] { return decode_ids(*impl_->parts, ids, vocab_size(), false); });
+}
+
+Result<std::string> Tokenizer::decode_bytes(const std::vector<uint32_t>& ids) const {
+  return guarded("decode", [&] { return decode_ids(*impl_->parts, ids, vocab_size(), true); });
 }
 
 std::optional<uint32_t> Tokenizer::token_id(std::string_view token) const {

@@ -31,6 +31,9 @@ class Tokenizer {
   Result<std::vector<uint32_t>> encode(std::string_view text, SpecialTokens special = SpecialTokens::kMatch) const;
   // Text of ids (skip_special_tokens = false); ids outside the vocabulary are an error.
   Result<std::string> decode(const std::vector<uint32_t>& ids) const;
+  // The bytes decode() repairs into UTF-8 (invalid sequences become U+FFFD there): a byte-level token may
+  // hold part of a character, so streaming decodes each token's bytes and emits whole characters.
+  Result<std::string> decode_bytes(const std::vector<uint32_t>& ids) const;
   std::optional<uint32_t> token_id(std::string_view token) const;  // vocab or added token
   bool is_special(uint32_t id) const;  // an added token marked special
   uint32_t vocab_size() const;  // including added tokens

@@ -49,7 +49,7 @@ std::optional<uint8_t> byte_level_byte(char32_t c) {
   return static_cast<uint8_t>(t.byte_of_char[c]);
 }
 
-std::string byte_level_decode(const std::vector<std::string_view>& tokens) {
+std::string byte_level_bytes(const std::vector<std::string_view>& tokens) {
   std::string bytes;
   std::string mapped;
   for (const std::string_view token : tokens) {
@@ -71,7 +71,11 @@ std::string byte_level_decode(const std::vector<std::string_view>& tokens) {
       bytes.append(token);
     }
   }
-  return utf8_lossy(bytes);
+  return bytes;
+}
+
+std::string byte_level_decode(const std::vector<std::string_view>& tokens) {
+  return utf8_lossy(byte_level_bytes(tokens));
 }
 
 }  // namespace tandem::io::tok

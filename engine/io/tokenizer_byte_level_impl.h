@@ -22,5 +22,7 @@ std::optional<uint8_t> byte_level_byte(char32_t c);
 // HF's ByteLevel decoder: each token whose characters are all in the alphabet becomes its bytes, any
 // other token stays as it is (added tokens such as "  "), and the joined bytes are read as lossy UTF-8.
 std::string byte_level_decode(const std::vector<std::string_view>& tokens);
+// The same bytes before the UTF-8 repair (a character may span tokens; see Tokenizer::decode_bytes).
+std::string byte_level_bytes(const std::vector<std::string_view>& tokens);
 
 }  // namespace tandem::io::tok

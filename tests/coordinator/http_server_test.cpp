@@ -1,8 +1,9 @@
 // The HTTP front end (coordinator/http_server.h) with a scripted handler: keep-alive and pipelining,
 // answers from other threads, each limit with its status (413, 431, 408 for slow bodies and headers,
 // 503 past the connection limit, 504 past the request deadline), cancellation when the client leaves,
-// 100-continue and chunked bodies, a handler that throws (500 at once), HEAD, an orderly stop that frees
-// the port first; and the server keeps serving after each.
+// 100-continue and chunked bodies, streamed (chunked) answers and a client leaving one, a handler that
+// throws (500 at once), HEAD, an orderly stop that frees the port first; and the server keeps serving
+// after each.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -46,6 +47,26 @@ class ScriptedHandler final : public HttpHandler {
       exchange->on_abandon([this] { abandoned.fetch_add(1); });
       std::lock_guard lock(mutex);
       parked.push_back(exchange);  // answered by nobody
+      return;
+    }
+    if (request.target == "/stream") {  // three chunks from another thread, then the end
+      EXPECT_TRUE(exchange->start_stream(HttpResponse{200, "", "text/event-stream", {{"Cache-Control", "no-cache"}}}));
+      EXPECT_FALSE(exchange->start_stream(HttpResponse{}));  // claimed once
+      std::thread([exchange] {
+        for (const char* c : {"one ", "two ", "three"}) {
+          std::this_thread::sleep_for(20ms);
+          exchange->send(c);
+        }
+        exchange->end();
+      }).detach();
+      return;
+    }
+    if (request.target == "/stream-forever") {  // one chunk, then nothing until abandoned
+      exchange->on_abandon([this] { abandoned.fetch_add(1); });
+      exchange->start_stream(HttpResponse{200, "", "text/event-stream", {}});
+      exchange->send("first");
+      std::lock_guard lock(mutex);
+      parked.push_back(exchange);
       return;
     }
     exchange->reply(error_response(ApiError{404, "no", "not_found", std::nullopt}));
@@ -244,6 +265,67 @@ TEST_F(HttpServerTest, ClientLeavingCancelsItsRequest) {
     EXPECT_EQ(handler_.targets[static_cast<size_t>(at)], "/never");
   }
   expect_serving();
+}
+
+// A streamed answer: the head at once, chunked transfer encoding, chunks in order from another thread,
+// and the connection kept alive for the next request.
+TEST_F(HttpServerTest, StreamedAnswerIsChunkedAndKeepsTheConnection) {
+  HttpConnection c(port());
+  auto r = c.request("GET", "/stream", "", 3000ms);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->headers["transfer-encoding"], "chunked");
+  EXPECT_EQ(r->headers["content-type"], "text/event-stream");
+  EXPECT_EQ(r->headers["cache-control"], "no-cache");
+  EXPECT_EQ(r->body, "one two three");
+  auto next = c.request("POST", "/echo", "after");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->body, "POST after");
+  for (int i = 0; i < 40 && !handler_.recorded(200); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(handler_.recorded(200));
+}
+
+// HTTP/1.0 has no chunks: the body is written as it comes and the connection closes at its end.
+TEST_F(HttpServerTest, StreamedAnswerToHttp10IsUnframed) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.send_raw("GET /stream HTTP/1.0\r\n\r\n"));
+  ASSERT_TRUE(c.wait_for("one two three", 3000ms));
+  EXPECT_TRUE(c.closed_by_peer(3000ms));
+}
+
+// A client that leaves mid-stream abandons the exchange (the handler cancels its work), is recorded as
+// 499, and what the handler sends afterwards goes nowhere.
+TEST_F(HttpServerTest, ClientLeavingMidStreamAbandonsIt) {
+  {
+    HttpConnection c(port());
+    ASSERT_TRUE(c.send_raw(HttpConnection::request_text("GET", "/stream-forever", "")));
+    ASSERT_TRUE(c.wait_for("first", 2000ms));
+  }
+  for (int i = 0; i < 100 && handler_.abandoned.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(handler_.abandoned.load(), 1);
+  EXPECT_TRUE(handler_.recorded(499));
+  {
+    std::lock_guard lock(handler_.mutex);
+    handler_.parked.front()->send("late");
+    handler_.parked.front()->end();
+  }
+  expect_serving();
+}
+
+// Past the request deadline a stream is abandoned but not cut: the handler writes its last words.
+TEST_F(HttpServerTest, StreamPastTheDeadlineIsAbandonedAndEndedByTheHandler) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.send_raw(HttpConnection::request_text("GET", "/stream-forever", "")));
+  for (int i = 0; i < 100 && handler_.abandoned.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(handler_.abandoned.load(), 1);
+  {
+    std::lock_guard lock(handler_.mutex);
+    handler_.parked.front()->send(" last");
+    handler_.parked.front()->end();
+  }
+  auto r = c.read_reply(2000ms);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "first last");
 }
 
 // Whatever a handler throws is answered at once (500), never left to the request timeout, and the

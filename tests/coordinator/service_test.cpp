@@ -186,6 +186,36 @@ TEST(Service, DecideQuestionsLongerThanABatchAre422) {
   EXPECT_EQ(json::parse(ok->body).at("answers").size(), 2u);
 }
 
+// A scoring-only deployment has no generation roles: the generation routes say so (404), with the
+// right method rules, and are counted under their own endpoint.
+TEST(Service, GenerationRoutesWithoutGenerationRoles) {
+  InProcessJob job;
+  auto port = job.port();
+  ASSERT_TRUE(port);
+  loadgen::HttpConnection c(*port);
+  auto r = c.request("POST", "/v1/completions", R"({"prompt": "hi"})", 10s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_EQ(json::parse(r->body).at("error").at("message"),
+            "/v1/completions is not served here: the deployment has no generation roles (target and drafter)");
+  auto chat = c.request("POST", "/v1/chat/completions", R"({"messages": []})", 10s);
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->status, 404) << chat->body;
+  std::optional<loadgen::HttpReply> m;
+  for (int i = 0; i < 50; ++i) {
+    m = c.request("GET", "/metrics", "", 10s);
+    if (m && m->body.find("tandem_requests_total{endpoint=\"/v1/chat/completions\",status=\"404\"} 1") !=
+                 std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("tandem_requests_total{endpoint=\"/v1/completions\",status=\"404\"} 1"), std::string::npos)
+      << m->body;
+  EXPECT_NE(m->body.find("# TYPE tandem_generation_tokens_total counter"), std::string::npos);
+}
+
 TEST(Service, AWorkerDyingWhileServing) {
   InProcessJob job;
   auto port = job.port();
