@@ -1,5 +1,6 @@
-// BatchRunner: what a worker runs its batches on. The scorer runner (load_scorer.cpp) wraps a
-// DecisionModel's Scorer; tests give run_worker a runner of their own.
+// BatchRunner: what a scorer worker runs its batches on. The scorer runner (load_scorer.cpp) wraps a
+// DecisionModel's Scorer; tests give run_worker a runner of their own. RankRunner: what any worker's
+// compute thread serves once loaded (a scorer's batch loop, a target's rounds, a drafter's link).
 #pragma once
 
 #include <array>
@@ -13,6 +14,7 @@
 #include "engine/core/result.h"
 #include "engine/ir/batch.h"
 #include "engine/ir/bucket.h"
+#include "worker/mailbox.h"
 
 namespace tandem::worker {
 
@@ -24,6 +26,10 @@ struct RunnerInfo {
   uint64_t weight_bytes = 0;
   uint64_t plan_bytes = 0;
   uint32_t vocab = 0;
+  uint32_t slots = 0;        // generation ranks (worker::Ready)
+  uint32_t capacity = 0;
+  uint32_t block = 0;
+  uint32_t max_context = 0;
 };
 
 struct RunOutput {
@@ -42,6 +48,20 @@ class BatchRunner {
 
 // Called on the worker's compute thread, so heartbeats flow while it loads.
 using RunnerFactory = std::function<Result<std::unique_ptr<BatchRunner>>()>;
+
+class RankRunner {
+ public:
+  virtual ~RankRunner() = default;
+  virtual RunnerInfo info() const = 0;
+  // Serves until the mailbox closes: commands (and peer frames) in, results to `coordinator` through
+  // `out`. Never throws; a failure it cannot report ends it.
+  virtual void serve(Mailbox& mail, Outbox& out, int coordinator) = 0;
+};
+// Called on the compute thread with the rank's mailbox and outbox, which outlive the runner (peer
+// pipes are made on them, and a load may already talk to its peers: an NCCL unique id).
+using RankFactory = std::function<Result<std::unique_ptr<RankRunner>>(Mailbox&, Outbox&)>;
+// The scorer's loop: each RunBatch command run on `runner`, answered BatchDone or BatchFailed.
+std::unique_ptr<RankRunner> serve_batches(std::unique_ptr<BatchRunner> runner);
 
 // The scorer of a deployment rank: loads models.scorer, makes the rank's backend, and lowers every
 // serving bucket before it reports ready.
