@@ -201,4 +201,90 @@ struct CacheAppendArgs {
   unsigned width;
 };
 
+// KV-cache attention (graph.h CacheAttention; engine/cuda/steps_cache.cpp): each token row's q heads over
+// its sequence's slot of cache `cache`. Work is one query tile (16 rows of a sequence, qtiles) × one key
+// split × one KV head × kCacheVectors of the tile's rows·group query vectors. A tile of a sequence of n
+// <= kCacheSplitRows rows may split its keys into up to min(kCacheMaxSplits, kCacheSplitRows / n) chunks
+// of at least kCacheMinChunk keys (a function of the sequence alone, never of the batch); those rows
+// leave partials in the scratch and the combine pass writes their output.
+enum : unsigned {
+  kCacheSplitRows = 128,
+  kCacheMaxSplits = 32,
+  kCacheMinChunk = 128,
+  kCacheVectors = 64,
+  kCacheThreads = 128,
+  kCacheTcKeys = 64
+};
+struct CacheAttentionArgs {
+  void* out;                 // [tokens, q_heads·head_dim] of the cache's element type
+  const void* q;             // [tokens, q_heads·head_dim] of the cache's element type
+  float* part_o;             // [seqs·kCacheSplitRows][q_heads][head_dim]: unnormalized split outputs
+  float* part_ml;            // [seqs·kCacheSplitRows][q_heads][2]: their score maximum and weight sum
+  const CacheTable* caches;  // index buffer
+  const unsigned* seq;       // [tokens]
+  const unsigned* cu;        // [seqs + 1]
+  const unsigned* start;     // [seqs]: absolute position of each sequence's first row
+  const unsigned* slot;      // [seqs]
+  const unsigned* qtiles;    // [query tiles]: first row of each sequence's every 16th row
+  const unsigned* n;         // header: tokens, query tiles, the cache capacity
+  unsigned cache;
+  unsigned kv_heads;
+  unsigned group;            // query heads per KV head
+  unsigned head_dim;         // a multiple of 32, <= 256
+  unsigned causal;           // 1: keys at positions <= the row's; 0: every key < start + rows
+  unsigned window;           // > 0: also |q_pos − k_pos| < window
+  float scale;               // head_dim^-0.5
+};
+
+// ---- token choice (graph.h Argmax, TopK, Sample; engine/ir/sampling.h defines each exactly) ----
+
+// One block per row: argmax 1024 threads, top_k 512, sample 256. top_k keeps kTopKKeep keys per thread per
+// pass (so kTopKThreads · kTopKKeep sort slots) and takes k <= kTopKMax; sample sorts at most
+// kSampleCandidates boundary candidates in shared memory.
+enum : unsigned {
+  kArgmaxThreads = 1024,
+  kTopKThreads = 512,
+  kTopKKeep = 4,
+  kTopKMax = 64,
+  kSampleThreads = 256,
+  kSampleCandidates = 2048
+};
+
+// out[r] = the first index of the largest of x[r, 0 : columns), on the real rows of `kind`.
+struct ArgmaxArgs {
+  unsigned* out;             // [rows] token ids
+  const float* x;            // [rows, ld]
+  const unsigned* n;
+  unsigned kind;
+  unsigned ld;
+  unsigned columns;          // 1 <= columns <= ld
+};
+
+// ids[r, :k] and values[r, :k]: the k largest of x[r, 0 : columns), descending, ties to the lower id.
+struct TopKArgs {
+  unsigned* ids;             // [rows, k]
+  float* values;             // [rows, k]
+  const float* x;            // [rows, ld]
+  const unsigned* n;
+  unsigned kind;
+  unsigned ld;
+  unsigned columns;
+  unsigned k;                // 1 <= k <= min(columns, kTopKMax)
+};
+
+// out[p] = sample_token(x[p, 0 : columns), sampling[s], start[s] + prow[p] − cu[s] + 1) for pick p of
+// sequence s (pcu[s] <= p < pcu[s + 1]), on the real picks.
+struct SampleArgs {
+  unsigned* out;             // [picks] token ids
+  const float* x;            // [picks, ld]
+  const unsigned* prow;      // [picks]
+  const unsigned* cu;        // [seqs + 1]
+  const unsigned* pcu;       // [seqs + 1]
+  const unsigned* start;     // [seqs]
+  const unsigned* sampling;  // [seqs][4]: temperature and top_p as f32 bits, the seed's low and high words
+  const unsigned* n;
+  unsigned ld;
+  unsigned columns;
+};
+
 }  // namespace tandem::kernels

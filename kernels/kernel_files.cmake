@@ -22,4 +22,8 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/swiglu.cu
   ${CMAKE_CURRENT_LIST_DIR}/tap.cu
   ${CMAKE_CURRENT_LIST_DIR}/cache_append.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cache_attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/argmax.cu
+  ${CMAKE_CURRENT_LIST_DIR}/top_k.cu
+  ${CMAKE_CURRENT_LIST_DIR}/sample.cu
 )

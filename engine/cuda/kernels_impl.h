@@ -11,58 +11,73 @@
 
 // X(entry, args, file)
 #define TANDEM_CUDA_KERNELS(X)                                  \
-  X(embed_f32_f32, EmbedArgs, "embed.cu")                       \
-  X(layer_norm_f32_f32, LayerNormArgs, "layer_norm.cu")         \
-  X(layer_norm_f32_f16, LayerNormArgs, "layer_norm.cu")         \
-  X(layer_norm_f16_f32, LayerNormArgs, "layer_norm.cu")         \
-  X(layer_norm_f16_f16, LayerNormArgs, "layer_norm.cu")         \
-  X(bias_act_f32_f32, BiasActArgs, "bias_act.cu")               \
-  X(bias_act_f16_f16, BiasActArgs, "bias_act.cu")               \
-  X(bias_act_bf16_bf16, BiasActArgs, "bias_act.cu")             \
-  X(cast_f32_f16, CastArgs, "cast.cu")                          \
-  X(cast_f32_bf16, CastArgs, "cast.cu")                         \
-  X(rope_f32_f32, RopeArgs, "rope.cu")                          \
-  X(rope_f16_f16, RopeArgs, "rope.cu")                          \
-  X(attention_f32_f32, AttentionArgs, "attention.cu")           \
-  X(attention_f32_f16, AttentionArgs, "attention.cu")           \
-  X(attention_f16_f32, AttentionArgs, "attention.cu")           \
-  X(attention_f16_f16, AttentionArgs, "attention.cu")           \
-  X(attention_tc_f32_f32, AttentionArgs, "attention_tc.cu")     \
-  X(attention_tc_f32_f16, AttentionArgs, "attention_tc.cu")     \
-  X(attention_tc2_f32_f32, AttentionArgs, "attention_tc2.cu")   \
-  X(attention_tc2_f32_f16, AttentionArgs, "attention_tc2.cu")   \
-  X(attention_tc2s_f32_f16, AttentionArgs, "attention_tc2.cu")  \
-  X(geglu_f32_f32, GegluArgs, "geglu.cu")                       \
-  X(geglu_f32_f16, GegluArgs, "geglu.cu")                       \
-  X(geglu_f16_f32, GegluArgs, "geglu.cu")                       \
-  X(geglu_f16_f16, GegluArgs, "geglu.cu")                       \
-  X(add_type_f32_f32, AddTypeArgs, "add_type.cu")               \
-  X(pick_rows_f32_f32, PickRowsArgs, "pick_rows.cu")    \
-  X(pick_rows_f32_f16, PickRowsArgs, "pick_rows.cu")    \
-  X(pick_rows_f16_f32, PickRowsArgs, "pick_rows.cu")    \
-  X(pick_rows_f16_f16, PickRowsArgs, "pick_rows.cu")    \
-  X(act_features_f32_f32, ActFeaturesArgs, "act_features.cu")   \
-  X(rms_norm_f32_f32, RmsNormArgs, "rms_norm.cu")               \
-  X(rms_norm_f32_f16, RmsNormArgs, "rms_norm.cu")               \
-  X(rms_norm_f32_bf16, RmsNormArgs, "rms_norm.cu")              \
-  X(rms_norm_f16_f32, RmsNormArgs, "rms_norm.cu")               \
-  X(rms_norm_f16_f16, RmsNormArgs, "rms_norm.cu")               \
-  X(rms_norm_bf16_f32, RmsNormArgs, "rms_norm.cu")              \
-  X(rms_norm_bf16_bf16, RmsNormArgs, "rms_norm.cu")             \
-  X(head_norm_rope_f32, HeadNormRopeArgs, "head_norm_rope.cu")  \
-  X(head_norm_rope_f16, HeadNormRopeArgs, "head_norm_rope.cu")  \
-  X(head_norm_rope_bf16, HeadNormRopeArgs, "head_norm_rope.cu") \
-  X(swiglu_f32_f32, SwigluArgs, "swiglu.cu")                    \
-  X(swiglu_f32_f16, SwigluArgs, "swiglu.cu")                    \
-  X(swiglu_f32_bf16, SwigluArgs, "swiglu.cu")                   \
-  X(swiglu_f16_f16, SwigluArgs, "swiglu.cu")                    \
-  X(swiglu_bf16_bf16, SwigluArgs, "swiglu.cu")                  \
-  X(tap_f32_f32, TapArgs, "tap.cu")                             \
-  X(tap_f32_f16, TapArgs, "tap.cu")                             \
-  X(tap_f32_bf16, TapArgs, "tap.cu")                            \
-  X(cache_append_f32, CacheAppendArgs, "cache_append.cu")       \
-  X(cache_append_f16, CacheAppendArgs, "cache_append.cu")       \
-  X(cache_append_bf16, CacheAppendArgs, "cache_append.cu")
+  X(embed_f32_f32, EmbedArgs, "embed.cu")                                   \
+  X(layer_norm_f32_f32, LayerNormArgs, "layer_norm.cu")                     \
+  X(layer_norm_f32_f16, LayerNormArgs, "layer_norm.cu")                     \
+  X(layer_norm_f16_f32, LayerNormArgs, "layer_norm.cu")                     \
+  X(layer_norm_f16_f16, LayerNormArgs, "layer_norm.cu")                     \
+  X(bias_act_f32_f32, BiasActArgs, "bias_act.cu")                           \
+  X(bias_act_f16_f16, BiasActArgs, "bias_act.cu")                           \
+  X(bias_act_bf16_bf16, BiasActArgs, "bias_act.cu")                         \
+  X(cast_f32_f16, CastArgs, "cast.cu")                                      \
+  X(cast_f32_bf16, CastArgs, "cast.cu")                                     \
+  X(rope_f32_f32, RopeArgs, "rope.cu")                                      \
+  X(rope_f16_f16, RopeArgs, "rope.cu")                                      \
+  X(attention_f32_f32, AttentionArgs, "attention.cu")                       \
+  X(attention_f32_f16, AttentionArgs, "attention.cu")                       \
+  X(attention_f16_f32, AttentionArgs, "attention.cu")                       \
+  X(attention_f16_f16, AttentionArgs, "attention.cu")                       \
+  X(attention_tc_f32_f32, AttentionArgs, "attention_tc.cu")                 \
+  X(attention_tc_f32_f16, AttentionArgs, "attention_tc.cu")                 \
+  X(attention_tc2_f32_f32, AttentionArgs, "attention_tc2.cu")               \
+  X(attention_tc2_f32_f16, AttentionArgs, "attention_tc2.cu")               \
+  X(attention_tc2s_f32_f16, AttentionArgs, "attention_tc2.cu")              \
+  X(geglu_f32_f32, GegluArgs, "geglu.cu")                                   \
+  X(geglu_f32_f16, GegluArgs, "geglu.cu")                                   \
+  X(geglu_f16_f32, GegluArgs, "geglu.cu")                                   \
+  X(geglu_f16_f16, GegluArgs, "geglu.cu")                                   \
+  X(add_type_f32_f32, AddTypeArgs, "add_type.cu")                           \
+  X(pick_rows_f32_f32, PickRowsArgs, "pick_rows.cu")                        \
+  X(pick_rows_f32_f16, PickRowsArgs, "pick_rows.cu")                        \
+  X(pick_rows_f16_f32, PickRowsArgs, "pick_rows.cu")                        \
+  X(pick_rows_f16_f16, PickRowsArgs, "pick_rows.cu")                        \
+  X(act_features_f32_f32, ActFeaturesArgs, "act_features.cu")               \
+  X(rms_norm_f32_f32, RmsNormArgs, "rms_norm.cu")                           \
+  X(rms_norm_f32_f16, RmsNormArgs, "rms_norm.cu")                           \
+  X(rms_norm_f32_bf16, RmsNormArgs, "rms_norm.cu")                          \
+  X(rms_norm_f16_f32, RmsNormArgs, "rms_norm.cu")                           \
+  X(rms_norm_f16_f16, RmsNormArgs, "rms_norm.cu")                           \
+  X(rms_norm_bf16_f32, RmsNormArgs, "rms_norm.cu")                          \
+  X(rms_norm_bf16_bf16, RmsNormArgs, "rms_norm.cu")                         \
+  X(head_norm_rope_f32, HeadNormRopeArgs, "head_norm_rope.cu")              \
+  X(head_norm_rope_f16, HeadNormRopeArgs, "head_norm_rope.cu")              \
+  X(head_norm_rope_bf16, HeadNormRopeArgs, "head_norm_rope.cu")             \
+  X(swiglu_f32_f32, SwigluArgs, "swiglu.cu")                                \
+  X(swiglu_f32_f16, SwigluArgs, "swiglu.cu")                                \
+  X(swiglu_f32_bf16, SwigluArgs, "swiglu.cu")                               \
+  X(swiglu_f16_f16, SwigluArgs, "swiglu.cu")                                \
+  X(swiglu_bf16_bf16, SwigluArgs, "swiglu.cu")                              \
+  X(tap_f32_f32, TapArgs, "tap.cu")                                         \
+  X(tap_f32_f16, TapArgs, "tap.cu")                                         \
+  X(tap_f32_bf16, TapArgs, "tap.cu")                                        \
+  X(cache_append_f32, CacheAppendArgs, "cache_append.cu")                   \
+  X(cache_append_f16, CacheAppendArgs, "cache_append.cu")                   \
+  X(cache_append_bf16, CacheAppendArgs, "cache_append.cu")                  \
+  X(cache_attention_f32, CacheAttentionArgs, "cache_attention.cu")          \
+  X(cache_attention_f16, CacheAttentionArgs, "cache_attention.cu")          \
+  X(cache_attention_bf16, CacheAttentionArgs, "cache_attention.cu")         \
+  X(cache_attention_tc_f16_h32, CacheAttentionArgs, "cache_attention.cu")   \
+  X(cache_attention_tc_f16_h64, CacheAttentionArgs, "cache_attention.cu")   \
+  X(cache_attention_tc_f16_h128, CacheAttentionArgs, "cache_attention.cu")  \
+  X(cache_attention_tc_bf16_h32, CacheAttentionArgs, "cache_attention.cu")  \
+  X(cache_attention_tc_bf16_h64, CacheAttentionArgs, "cache_attention.cu")  \
+  X(cache_attention_tc_bf16_h128, CacheAttentionArgs, "cache_attention.cu") \
+  X(cache_attention_combine_f32, CacheAttentionArgs, "cache_attention.cu")  \
+  X(cache_attention_combine_f16, CacheAttentionArgs, "cache_attention.cu")  \
+  X(cache_attention_combine_bf16, CacheAttentionArgs, "cache_attention.cu") \
+  X(argmax_f32_u32, ArgmaxArgs, "argmax.cu")                                \
+  X(top_k_f32_u32, TopKArgs, "top_k.cu")                                    \
+  X(sample_f32_u32, SampleArgs, "sample.cu")
 
 namespace tandem::cuda {
 
@@ -83,7 +98,8 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::RopeArgs, kernels::AttentionArgs, kernels::GegluArgs, kernels::AddTypeArgs,
                                 kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
-                                kernels::CacheAppendArgs>;
+                                kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
+                                kernels::TopKArgs, kernels::SampleArgs>;
 
 struct KernelInfo {
   const char* entry;

@@ -159,6 +159,8 @@ Status Lowering::allocate() {
     stage_bytes_ = std::max(stage_bytes_, size_t{bucket_.rows(a.rows)} * a.width * 2);
   }
   TANDEM_ASSIGN(plan_.stage_, DeviceBuffer::make(stage_bytes_, "the FP16 staging buffer of " + where));
+  TANDEM_ASSIGN(plan_.scratch_, DeviceBuffer::make(cache_attention_scratch_bytes(graph_, bucket_),
+                                                   "the cache attention partials of " + where));
 
   size_t out_floats = 0;
   for (const ir::Output& o : graph_.outputs) {
@@ -476,12 +478,36 @@ Status Lowering::lower(size_t i, const ir::Tap& o) {
   return add(tap_step(ctx_, x, out, o.col), label(i, o));
 }
 
-Status Lowering::lower(size_t i, const ir::CacheAttention& o) { return not_run(i, o); }
+Status Lowering::lower(size_t i, const ir::CacheAttention& o) {
+  TANDEM_ASSIGN(const Loc q, loc(o.q));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  auto steps = cache_attention_steps(ctx_, q, out, o, half_type(weights_.precision()), plan_.scratch_.data(),
+                                     plan_.scratch_.bytes(), device_.info().cc_major >= 8);
+  if (!steps.ok()) return std::move(steps).error().context(label(i, o));
+  for (KernelStep& s : *steps) TANDEM_TRY(add(std::move(s), label(i, o)));
+  return {};
+}
 Status Lowering::lower(size_t i, const ir::Input& o) { return not_run(i, o); }
 Status Lowering::lower(size_t i, const ir::DynConv& o) { return not_run(i, o); }
-Status Lowering::lower(size_t i, const ir::Argmax& o) { return not_run(i, o); }
-Status Lowering::lower(size_t i, const ir::TopK& o) { return not_run(i, o); }
-Status Lowering::lower(size_t i, const ir::Sample& o) { return not_run(i, o); }
+
+Status Lowering::lower(size_t i, const ir::Argmax& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(argmax_step(ctx_, x, o.columns, out), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::TopK& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc ids, loc(o.ids));
+  TANDEM_ASSIGN(const Loc values, loc(o.values));
+  return add(top_k_step(ctx_, x, o.columns, o.k, ids, values), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::Sample& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  return add(sample_step(ctx_, x, o.columns, out), label(i, o));
+}
 
 Status Lowering::validate_launches() {
   // Every step once with all real counts 0 (the header is zero): kernels return at once, so this
@@ -528,8 +554,8 @@ Status Lowering::run() {
   for (const ir::Output& o : graph_.outputs) {
     TANDEM_ASSIGN(const Loc l, loc(o.val));
     const bool ids = graph_.info(o.val).elem == ir::Elem::kU32;
-    if (o.placement == ir::Placement::kHost && l.type != Dt::kF32) {
-      return Error::make(ErrorKind::kInternal, "host output {} is not FP32", o.name);
+    if (o.placement == ir::Placement::kHost && l.type != (ids ? Dt::kU32 : Dt::kF32)) {
+      return Error::make(ErrorKind::kInternal, "host output {} is neither FP32 values nor U32 ids", o.name);
     }
     const ir::Storage storage = ids ? ir::Storage::kU32 : storage_of(l.type);
     plan_.outputs_.push_back({l.ptr, host, l.rows, l.width, o.placement, storage});

@@ -118,6 +118,23 @@ Result<KernelStep> tap_step(const StepContext& c, const Loc& x, const Loc& out, 
 // k and v must be token rows of the cache's element type `cache_type`, `width` wide.
 Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type);
 
+// KV-cache attention (steps_cache.cpp): q, out and the cache of one element type; the attention pass, then
+// the pass that combines split-key partials, both over `scratch` (cache_attention_scratch_bytes of the
+// plan's bucket, one buffer for every CacheAttention of a plan: they run in order). tensor_cores: sm_80+.
+Status cache_attention_supported(const ir::CacheAttention& op);
+size_t cache_attention_scratch_bytes(const ir::Bucket& bucket, const ir::CacheAttention& op);
+size_t cache_attention_scratch_bytes(const ir::Graph& graph, const ir::Bucket& bucket);  // the most any op needs
+Result<std::vector<KernelStep>> cache_attention_steps(const StepContext& c, const Loc& q, const Loc& out,
+                                                      const ir::CacheAttention& op, Dt cache_type, void* scratch,
+                                                      size_t scratch_bytes, bool tensor_cores);
+
+// Token choice over FP32 logits rows (steps_choice.cpp): ids are U32, one per row (argmax, sample over
+// pick rows) or k per row with their values (top_k, k <= kTopKMax).
+Result<KernelStep> argmax_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
+Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k, const Loc& ids,
+                              const Loc& values);
+Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
+
 // Enqueues one kernel step on `stream`, checking that its argument pack is the entry's.
 Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t stream);
 

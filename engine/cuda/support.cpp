@@ -48,13 +48,19 @@ struct Support {
   Status operator()(const ir::ActFeatures&) const { return scorer("act_features"); }
   Status operator()(const ir::HeadRmsNorm& o) const { return head_dim(o.head_dim); }
   Status operator()(const ir::CacheAppend&) const { return yes(); }
-  Status operator()(const ir::CacheAttention&) const { return not_yet("cache_attention"); }
+  Status operator()(const ir::CacheAttention& o) const { return cache_attention_supported(o); }
   Status operator()(const ir::Input&) const { return not_yet("input"); }
   Status operator()(const ir::Tap&) const { return yes(); }
   Status operator()(const ir::DynConv&) const { return not_yet("dyn_conv"); }
-  Status operator()(const ir::Argmax&) const { return not_yet("argmax"); }
-  Status operator()(const ir::TopK&) const { return not_yet("top_k"); }
-  Status operator()(const ir::Sample&) const { return not_yet("sample"); }
+  Status operator()(const ir::Argmax&) const { return yes(); }
+  Status operator()(const ir::TopK& o) const {
+    if (o.k > kernels::kTopKMax) {
+      return Error::make(ErrorKind::kUnsupported, "top_k of {} (the CUDA kernel keeps up to {})", o.k,
+                         static_cast<unsigned>(kernels::kTopKMax));
+    }
+    return yes();
+  }
+  Status operator()(const ir::Sample&) const { return yes(); }
 };
 
 }  // namespace

@@ -7,6 +7,9 @@
 
 #include "tests/engine/cuda/gpu_test_util.h"
 #include "tests/engine/cuda/model_util.h"
+#include "engine/ir/executor.h"
+#include "engine/models/qwen3/qwen3_model.h"
+#include "tests/engine/models/qwen3/tiny_models.h"
 
 extern "C" int tandem_emu_device_depth() __attribute__((weak));
 
@@ -83,6 +86,58 @@ TEST(CudaNoAlloc, WarmFp32PlansAllocateNothing) {
 TEST(CudaNoAlloc, WarmFp16PlansAllocateNothing) {
   TANDEM_REQUIRE_GPU();
   check_precision(ir::Precision::kF16);
+}
+
+// A warm decoder plan (the Qwen3 target's graph over a State: prefill chunk, decode and verify batches of
+// several sequences at their own positions) allocates nothing either, BF16.
+TEST(CudaNoAlloc, WarmDecoderPlansAllocateNothing) {
+  TANDEM_REQUIRE_GPU();
+  testing::TargetShape shape;
+  shape.vocab = 64;
+  shape.hidden = 64;
+  shape.layers = 2;
+  shape.head_dim = 32;
+  const testing::TinyTarget t = testing::random_target(shape, 3);
+  CudaOptions o;
+  o.precision = ir::Precision::kBF16;
+  auto backend = make_cuda_backend(o);
+  ASSERT_TRUE(backend.ok()) << backend.error().message();
+  auto graph = models::qwen3::build_target_graph(t.cfg, std::vector<uint32_t>{0});
+  ASSERT_TRUE(graph.ok()) << graph.error().message();
+  const ir::Graph* graphs[] = {&*graph};
+  auto weights = (*backend)->upload(*t.weights, graphs);
+  ASSERT_TRUE(weights.ok()) << weights.error().message();
+  auto state = (*backend)->create_state(*graph, 4, 128);
+  ASSERT_TRUE(state.ok()) << state.error().message();
+  ir::Executor exec(**backend, **weights, *graph, ir::BucketTable::defaults(), models::qwen3::kTargetStage);
+  std::vector<ir::Batch> batches;
+  for (const auto& [rows, starts] : {std::pair<uint32_t, std::vector<uint32_t>>{1, {40, 7, 90}},
+                                     {5, {41, 8, 91}}, {16, {0, 60, 100}}, {1, {50}}}) {
+    ir::Batch b;
+    for (size_t s = 0; s < starts.size(); ++s) {
+      std::vector<uint32_t> ids(rows, static_cast<uint32_t>(s + 1)), picks;
+      for (uint32_t r = 0; r < rows; ++r) picks.push_back(r);
+      b.add_sequence(ids, picks, 0);
+      b.start.push_back(starts[s]);
+      b.slot.push_back(static_cast<uint32_t>(s));
+      b.sampling.push_back(ir::SamplingParams{s == 1 ? 0.8f : 0.0f, 0.9f, 5});
+    }
+    batches.push_back(std::move(b));
+  }
+  ir::Outputs out;
+  for (const ir::Batch& b : batches) ASSERT_TRUE(exec.run(b, state->get(), out).ok());  // lowers and warms
+  g_allocations = 0;
+  g_counting = true;
+  for (int pass = 0; pass < (emulated() ? 1 : 5); ++pass) {
+    for (const ir::Batch& b : batches) {
+      if (!exec.run(b, state->get(), out).ok()) {
+        g_counting = false;
+        FAIL() << "a warm decoder run failed";
+      }
+    }
+  }
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0) << "host allocations on warm decoder plans";
 }
 
 // The counter itself works: a vector growing on the counted path is seen.

@@ -199,6 +199,22 @@ TEST_P(CudaTargetTest, LimitsAreRefusedWithTheirNamesAndTheTargetKeepsRunning) {
   EXPECT_EQ(out[0].ids.rows, 1u);
 }
 
+// A checkpoint whose tensors do not match its config is refused before anything reaches the device,
+// naming the tensor, its shape and the one the config asks for.
+TEST_P(CudaTargetTest, ACheckpointThatDoesNotMatchItsConfigIsRefused) {
+  TANDEM_REQUIRE_GPU();
+  testing::TinyTarget t = testing::random_target(shape(), 15);
+  testing::put(t.tensors, *t.weights,
+               io::HostTensor::from_f32("model.layers.1.self_attn.k_proj.weight", {48, 64}, std::vector<float>(48 * 64)));
+  auto gpu = cuda_backend(GetParam());
+  ASSERT_TRUE(gpu);
+  auto target = Target::create(*gpu, *t.weights, t.cfg, TargetOptions{{}, 1, 32, nullptr, false}, "tiny");
+  ASSERT_FALSE(target.ok());
+  EXPECT_NE(target.error().message().find("model.layers.1.self_attn.k_proj.weight"), std::string::npos)
+      << target.error().message();
+  EXPECT_NE(target.error().message().find("[48, 64]"), std::string::npos) << target.error().message();
+}
+
 // HF transformers in float64 on the fixtures of tools/make_qwen3_fixture.py: FP32 plans within 1e-4 and
 // greedy decoding token for token; BF16 plans within the BF16 bound (their greedy path may part from
 // HF's where two logits are within BF16 rounding, so only FP32 must match it).

@@ -254,7 +254,11 @@ void assert_aligned(const void* p, unsigned bytes, const char* file, int line) {
   std::abort();
 }
 
-void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+namespace {
+
+// d += A · B over the warp's fragments, their 16-bit halves widened by `widen`.
+template <class Widen>
+void mma_16816_of(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], Widen widen) {
   struct Frag {
     unsigned a[4];
     unsigned b[2];
@@ -263,8 +267,8 @@ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   std::memcpy(warp_slot(lane_id()), &mine, sizeof(mine));
   warp_sync();
   float A[16][16], B[16][8];
-  auto lo = [](unsigned v) { return half_to_float(static_cast<uint16_t>(v & 0xffffu)); };
-  auto hi = [](unsigned v) { return half_to_float(static_cast<uint16_t>(v >> 16)); };
+  auto lo = [&](unsigned v) { return widen(static_cast<uint16_t>(v & 0xffffu)); };
+  auto hi = [&](unsigned v) { return widen(static_cast<uint16_t>(v >> 16)); };
   for (unsigned l = 0; l < 32; ++l) {
     Frag f;
     std::memcpy(&f, warp_slot(l), sizeof(f));
@@ -290,6 +294,16 @@ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
     for (unsigned k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
     d[e] += sum;
   }
+}
+
+}  // namespace
+
+void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  mma_16816_of(d, a, b, [](uint16_t h) { return half_to_float(h); });
+}
+
+void mma_16816_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  mma_16816_of(d, a, b, [](uint16_t h) { return bf16_to_float(h); });
 }
 
 void ldmatrix_x4(unsigned (&r)[4], const void* row, bool trans) {

@@ -39,6 +39,8 @@ T warp_read(T mine, unsigned from) {
 
 // d += A · B for the warp's m16n8k16 fragments (PTX ISA layouts).
 void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
+// The same with bf16 operands (mma.sync m16n8k16 .bf16).
+void mma_16816_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
 
 // ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lanes 8i..8i+7 give the 16-byte rows of matrix i;
 // r[i] gets this lane's pair of matrix i (row lane/4, columns 2(lane%4), +1; trans: the transpose).

@@ -1,0 +1,85 @@
+// Launchers of the token-choice kernel families (steps_impl.h): argmax, top_k, sample, each one block per
+// logits row. Element types, widths and the column and k limits are checked here, at lowering.
+#include <algorithm>
+
+#include "engine/cuda/steps_impl.h"
+
+namespace tandem::cuda {
+namespace {
+
+Error mismatch(const char* op, const std::string& what) {
+  return Error::make(ErrorKind::kUnsupported, "{}: {}", op, what);
+}
+
+unsigned row_blocks(const StepContext& c, ir::Rows rows) { return std::max(1u, c.bucket.rows(rows)); }
+
+// FP32 logits x and `width`-wide U32 ids over the same rows, choosing among x's first `columns` columns.
+Status check_choice(const char* op, const Loc& x, uint32_t columns, const Loc& ids, uint32_t width) {
+  if (x.type != Dt::kF32) return mismatch(op, "logits " + x.describe() + " must be FP32");
+  if (ids.type != Dt::kU32 || ids.width != width || ids.rows != x.rows) {
+    return mismatch(op, fmt::format("ids {} must be U32, {} wide, over the rows of {}", ids.describe(), width,
+                                    x.describe()));
+  }
+  if (columns == 0 || columns > x.width) {
+    return mismatch(op, fmt::format("{} columns of {} (1 to {})", columns, x.describe(), x.width));
+  }
+  return {};
+}
+
+}  // namespace
+
+// INVARIANT (every argument pack in this file): the pointers are arena values or index tables that
+// lowering sized for the bucket's rows at the element types and widths checked here, and each kernel
+// touches rows below the index header's real counts only.
+Result<KernelStep> argmax_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out) {
+  TANDEM_TRY(check_choice("argmax", x, columns, out, 1));
+  KernelStep s;
+  s.id = KernelId::argmax_f32_u32;
+  s.grid = dim3(row_blocks(c, x.rows));
+  s.block = dim3(kernels::kArgmaxThreads);
+  s.args = kernels::ArgmaxArgs{static_cast<unsigned*>(out.ptr), static_cast<const float*>(x.ptr), c.ix.n, x.kind(),
+                               x.width, columns};
+  return s;
+}
+
+Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k, const Loc& ids,
+                              const Loc& values) {
+  TANDEM_TRY(check_choice("top_k", x, columns, ids, k));
+  if (k == 0 || k > std::min<uint32_t>(columns, kernels::kTopKMax)) {
+    return mismatch("top_k", fmt::format("k {} of {} columns of {} (1 to the smaller of the columns and {})", k,
+                                         columns, x.describe(), static_cast<unsigned>(kernels::kTopKMax)));
+  }
+  if (values.type != Dt::kF32 || values.width != k || values.rows != x.rows) {
+    return mismatch("top_k", fmt::format("values {} must be FP32, {} wide, over the rows of {}", values.describe(),
+                                         k, x.describe()));
+  }
+  KernelStep s;
+  s.id = KernelId::top_k_f32_u32;
+  s.grid = dim3(row_blocks(c, x.rows));
+  s.block = dim3(kernels::kTopKThreads);
+  s.args = kernels::TopKArgs{static_cast<unsigned*>(ids.ptr), static_cast<float*>(values.ptr),
+                             static_cast<const float*>(x.ptr), c.ix.n, x.kind(), x.width, columns, k};
+  return s;
+}
+
+Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out) {
+  if (x.rows != ir::Rows::kPicks) return mismatch("sample", "logits " + x.describe() + " must be pick rows");
+  TANDEM_TRY(check_choice("sample", x, columns, out, 1));
+  KernelStep s;
+  s.id = KernelId::sample_f32_u32;
+  s.grid = dim3(row_blocks(c, x.rows));
+  s.block = dim3(kernels::kSampleThreads);
+  s.args = kernels::SampleArgs{static_cast<unsigned*>(out.ptr),
+                               static_cast<const float*>(x.ptr),
+                               c.ix.prow,
+                               c.ix.cu,
+                               c.ix.pcu,
+                               c.ix.start,
+                               c.ix.sampling,
+                               c.ix.n,
+                               x.width,
+                               columns};
+  return s;
+}
+
+}  // namespace tandem::cuda

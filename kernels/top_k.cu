@@ -1,0 +1,184 @@
+// Top-k token choice (graph.h TopK; engine/ir/sampling.h top_k): the k largest values of each row in
+// descending order, ties to the lower id. One 512-thread block per row; keys are 64-bit (value order,
+// then the lower id), so every step is exact and the result never depends on the batch.
+//
+// A pass keeps each thread's kTopKKeep largest keys below `limit`. A thread that saw more than it kept
+// may hide keys below its last kept one, so every key at or above the largest such bound was kept:
+// sorting the kept keys (a bitonic sort in shared memory) yields them in order. One pass does for
+// random rows; rows that crowd the top into few threads take at most ⌈k / kTopKKeep⌉ passes.
+#include "prelude.cuh"
+
+using namespace tandem::kernels;
+
+namespace {
+
+constexpr unsigned kThreads = kTopKThreads;
+constexpr unsigned kWarps = kThreads / 32;
+constexpr unsigned kKeep = kTopKKeep;
+constexpr unsigned kSlots = kThreads * kKeep;
+
+TK_DEV unsigned f32_bits(float f) {
+  union {
+    float f;
+    unsigned u;
+  } v;
+  v.f = f;
+  return v.u;
+}
+
+// Value order, then the lower id; -0 and +0 alike; NaN below every number (the reference's comparator
+// gives NaN no consistent place, so rows with NaN are outside its contract). Real keys are never 0.
+TK_DEV unsigned long long choice_key(float v, unsigned id) {
+  const unsigned b = f32_bits(v == 0.0f ? 0.0f : v);
+  const unsigned key = v != v ? 0u : ((b & 0x80000000u) != 0 ? ~b : b | 0x80000000u);
+  return (static_cast<unsigned long long>(key) << 32) | (0xffffffffu - id);
+}
+
+TK_DEV unsigned key_id(unsigned long long key) { return 0xffffffffu - static_cast<unsigned>(key); }
+
+TK_DEV unsigned long long max_u64(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+
+TK_DEV unsigned long long shfl_xor_u64(unsigned long long v, int m) {
+  const unsigned lo = f32_bits(shfl_xor(bits_float(static_cast<unsigned>(v)), m));
+  const unsigned hi = f32_bits(shfl_xor(bits_float(static_cast<unsigned>(v >> 32)), m));
+  return (static_cast<unsigned long long>(hi) << 32) | lo;
+}
+
+// The block's largest value; every thread gets it. `scratch` holds kWarps values.
+TK_DEV unsigned long long block_max(unsigned long long v, unsigned long long* scratch) {
+  for (int m = 16; m > 0; m >>= 1) v = max_u64(v, shfl_xor_u64(v, m));
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  for (unsigned w = 0; w < kWarps; ++w) v = max_u64(v, scratch[w]);
+  __syncthreads();  // scratch is reused
+  return v;
+}
+
+// Keeps the kKeep largest keys seen, descending.
+TK_DEV void keep_key(unsigned long long (&keep)[kKeep], unsigned long long key) {
+  if (key <= keep[kKeep - 1]) return;
+  keep[kKeep - 1] = key;
+#pragma unroll
+  for (unsigned i = kKeep - 1; i > 0; --i) {
+    if (keep[i] > keep[i - 1]) {
+      const unsigned long long t = keep[i];
+      keep[i] = keep[i - 1];
+      keep[i - 1] = t;
+    }
+  }
+}
+
+// Bitonic sort of s[0, len) into descending order (len a power of two); ends with a barrier.
+TK_DEV void sort_desc(unsigned long long* s, unsigned len) {
+  for (unsigned size = 2; size <= len; size <<= 1) {
+    for (unsigned stride = size / 2; stride > 0; stride >>= 1) {
+      for (unsigned i = threadIdx.x; i < len / 2; i += kThreads) {
+        const unsigned lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+        const unsigned long long p = s[lo], q = s[hi];
+        if ((p < q) == ((lo & size) == 0)) {
+          s[lo] = q;
+          s[hi] = p;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Every id once, spread over the block: 4 columns per load when rows are 16-byte aligned (ids below
+// vec_end), kBatch loads in flight before any is used.
+template <class F>
+TK_DEV void visit_strided(const float* x, unsigned vec_end, unsigned columns, F&& f) {
+  constexpr unsigned kBatch = 4, kStep = kThreads * 4;
+  unsigned c = threadIdx.x * 4;
+  for (; c + (kBatch - 1) * kStep < vec_end; c += kBatch * kStep) {
+    V4 v[kBatch];
+#pragma unroll
+    for (unsigned b = 0; b < kBatch; ++b) {
+      // INVARIANT: arena values are 64-byte aligned and ld % 4 == 0 below vec_end, so x + c is 16-byte aligned.
+      TK_ASSERT_ALIGNED(x + c + b * kStep, 16);
+      v[b] = *reinterpret_cast<const V4*>(x + c + b * kStep);
+    }
+#pragma unroll
+    for (unsigned b = 0; b < kBatch; ++b) {
+      const unsigned at = c + b * kStep;
+      f(v[b].x, at);
+      f(v[b].y, at + 1);
+      f(v[b].z, at + 2);
+      f(v[b].w, at + 3);
+    }
+  }
+  for (; c < vec_end; c += kStep) {  // the last few loads, one at a time
+    TK_ASSERT_ALIGNED(x + c, 16);
+    const V4 v = *reinterpret_cast<const V4*>(x + c);
+    f(v.x, c);
+    f(v.y, c + 1);
+    f(v.z, c + 2);
+    f(v.w, c + 3);
+  }
+  for (unsigned i = vec_end + threadIdx.x; i < columns; i += kThreads) f(x[i], i);
+}
+
+TK_DEV unsigned pow2_at_least(unsigned v) {
+  unsigned p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+__device__ __forceinline__ void top_k_row(const TopKArgs& a) {
+  const unsigned row = blockIdx.x;
+  if (row >= real_rows(a.n, a.kind)) return;  // the whole block leaves together
+  // INVARIANT: row < the real rows <= the bucket rows lowering sized x (ld wide), ids and values (k wide)
+  // for; k <= min(columns, kTopKMax) and columns <= ld (checked at lowering).
+  const float* x = a.x + static_cast<unsigned long long>(row) * a.ld;
+  unsigned* ids = a.ids + static_cast<unsigned long long>(row) * a.k;
+  float* values = a.values + static_cast<unsigned long long>(row) * a.k;
+  __shared__ unsigned long long slots[kSlots];
+  __shared__ unsigned long long scratch[kWarps];
+  __shared__ unsigned taken;
+  const bool vec = (a.ld & 3u) == 0;
+  const unsigned vec_end = vec ? a.columns & ~3u : 0;
+  // Rows that give each thread at most one id fill only the first `len` slots.
+  const unsigned len = vec_end == 0 && a.columns <= kThreads ? pow2_at_least(a.columns) : kSlots;
+  unsigned found = 0;
+  unsigned long long limit = ~0ull;  // keys at or above it are placed
+  while (found < a.k) {
+    unsigned long long keep[kKeep] = {};
+    unsigned seen = 0;
+    const auto visit = [&](float v, unsigned id) {
+      const unsigned long long key = choice_key(v, id);
+      if (key >= limit) return;
+      ++seen;
+      keep_key(keep, key);
+    };
+    visit_strided(x, vec_end, a.columns, visit);
+    // Keys this thread did not keep lie below its last kept one; below the block's largest such bound
+    // the kept keys are incomplete, at or above it they are every key there is (below limit).
+    const unsigned long long bound = block_max(seen > kKeep ? keep[kKeep - 1] : 0, scratch);
+    for (unsigned j = 0; j < kKeep; ++j) {
+      if (j * kThreads + threadIdx.x < len) slots[j * kThreads + threadIdx.x] = keep[j];
+    }
+    if (threadIdx.x == 0) taken = 0;
+    __syncthreads();
+    sort_desc(slots, len);
+    const unsigned long long floor = bound > 0 ? bound : 1;  // empty slots hold 0
+    for (unsigned i = threadIdx.x; i < len; i += kThreads) {
+      if (slots[i] >= floor && (i + 1 == len || slots[i + 1] < floor)) taken = i + 1;
+    }
+    __syncthreads();
+    const unsigned take = min_u(taken, a.k - found);
+    if (take == 0) return;  // unreachable: keys below limit remain while found < k <= columns
+    for (unsigned i = threadIdx.x; i < take; i += kThreads) {
+      const unsigned id = key_id(slots[i]);
+      ids[found + i] = id;
+      values[found + i] = x[id];
+    }
+    limit = slots[take - 1];
+    found += take;
+    __syncthreads();  // slots and taken are rewritten by the next pass
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads) top_k_f32_u32(TopKArgs a) { top_k_row(a); }
