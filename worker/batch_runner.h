@@ -68,4 +68,10 @@ std::unique_ptr<RankRunner> serve_batches(std::unique_ptr<BatchRunner> runner);
 Result<std::unique_ptr<BatchRunner>> load_scorer(const config::Model& model, const config::Backend& backend,
                                                  const ir::BucketTable& buckets);
 
+// The generator of a deployment rank: models.target and models.drafter on the rank's backend, with the
+// generation section's slots, KV capacity and block size; serves Round commands.
+Result<std::unique_ptr<RankRunner>> load_generator(const config::Model& target, const config::Model& drafter,
+                                                   const config::Backend& backend,
+                                                   const config::Generation& generation, int rank);
+
 }  // namespace tandem::worker
