@@ -160,6 +160,22 @@ void ControlPlane::Impl::declare_dead(int rank, const std::string& why) {
   auto lost_batches = ranks.set_dead(rank, why);
   transport.abandon(rank);
   lost = true;
+  // Its peers stop waiting for it (a target for its drafter's replies, a drafter for its target).
+  const auto peer_lost = worker::encode(worker::PeerLost{rank, why});
+  for (const RankView& v : ranks.view()) {
+    if (v.role == config::Role::kCoordinator || v.rank == rank || v.state == RankState::kDead ||
+        v.state == RankState::kGone) {
+      continue;
+    }
+    Status s = transport.send(v.rank, worker::Tag::kCommand, peer_lost);
+    if (!s.ok()) log::warn("telling {} that {} is lost: {}", v.name, who, s.error().message());
+  }
+  // A drafter's death degrades the job (its target decodes plainly) but does not end it.
+  if (topology.role_of(rank) == config::Role::kDrafter) {
+    log::error("{} is dead: {}; its target decodes its requests without drafts (degraded)", who, why);
+    if (rounds != nullptr) rounds->on_dead(rank, why);
+    return;
+  }
   if (!first_death) first_death = Clock::now();
   log::error("{} is dead: {}; failing its {} batches in flight; the job exits in {} ms (health.exit_grace_ms)", who,
              why, lost_batches.size(), health.exit_grace_ms);

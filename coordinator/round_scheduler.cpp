@@ -21,6 +21,7 @@ struct Entry {
   GenerationCallback callback;
   int rank = -1;  // -1 while queued
   uint32_t slot = 0;
+  int drafter = -1;  // the rank drafting for it; -1: plain decoding
   bool cancelled = false;
   bool prefilled = false;
   SpeculativeStats stats;
@@ -34,6 +35,7 @@ struct TargetRank {
   uint32_t vocab = 0;
   bool in_flight = false;
   uint64_t round = 0;
+  std::vector<int> drafters;  // a generator: itself; a target: its drafter ranks
   std::map<uint32_t, std::shared_ptr<Entry>> slots;  // occupied slots
 };
 
@@ -83,8 +85,30 @@ struct RoundScheduler::Impl {
       TargetRank tr;
       tr.view.rank = r;
       tr.name = t.describe(r);
+      if (t.role_of(r) == config::Role::kGenerator) tr.drafters.push_back(r);
       ranks.emplace(r, std::move(tr));
     }
+    for (int r : t.workers()) {
+      if (t.role_of(r) != config::Role::kDrafter) continue;
+      const int target = t.config_of(r).target;
+      if (auto it = ranks.find(target); it != ranks.end()) it->second.drafters.push_back(r);
+      drafters_dead.emplace(r, false);
+    }
+  }
+  // The live drafter of `t` with the fewest requests; -1 when none is alive.
+  int pick_drafter(const TargetRank& t) const {
+    int best = -1;
+    size_t best_load = 0;
+    for (int d : t.drafters) {
+      if (auto it = drafters_dead.find(d); it != drafters_dead.end() && it->second) continue;
+      size_t load = 0;
+      for (const auto& [slot, e] : t.slots) load += e->drafter == d ? 1 : 0;
+      if (best < 0 || load < best_load) {
+        best = d;
+        best_load = load;
+      }
+    }
+    return best;
   }
 
   using Calls = std::vector<std::pair<GenerationCallback, GenerationEvent>>;
@@ -105,6 +129,7 @@ struct RoundScheduler::Impl {
 
   mutable std::mutex mutex;  // everything below
   std::map<int, TargetRank> ranks;
+  std::map<int, bool> drafters_dead;  // drafter ranks (role drafter): whether declared dead
   std::deque<std::shared_ptr<Entry>> queue;
   size_t waiting = 0;  // submitted, not yet admitted nor ended (also those still in `events`)
   std::map<uint64_t, std::shared_ptr<Entry>> entries;  // queued or holding a slot
@@ -232,6 +257,16 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
                        "internal_error", std::nullopt},
               calls);
   } else if (auto* dd = std::get_if<Dead>(&event)) {
+    if (auto gone = drafters_dead.find(dd->rank); gone != drafters_dead.end()) {
+      // Its target learns it from the coordinator's PeerLost and decodes those requests plainly.
+      gone->second = true;
+      for (auto& [r, t] : ranks) {
+        for (auto& [slot, e] : t.slots) {
+          if (e->drafter == dd->rank) e->drafter = -1;
+        }
+      }
+      return;
+    }
     auto it = ranks.find(dd->rank);
     if (it == ranks.end()) return;
     it->second.view.dead = true;
@@ -272,7 +307,8 @@ void RoundScheduler::Impl::send_round(TargetRank& t, std::vector<std::shared_ptr
     worker::GenAdmit a;
     a.request = e->id;
     a.slot = slot;
-    a.drafter = e->request.speculative ? t.view.rank : -1;
+    e->drafter = e->request.speculative ? pick_drafter(t) : -1;
+    a.drafter = e->drafter;
     a.max_tokens = e->request.max_tokens;
     a.temperature = e->request.sampling.temperature;
     a.top_p = e->request.sampling.top_p;
@@ -476,6 +512,12 @@ std::string RoundScheduler::problem() const {
   std::string out;
   for (const auto& [r, t] : impl_->ranks) {
     if (t.view.dead) out += (out.empty() ? "" : "; ") + fmt::format("{} is dead", t.name);
+    for (int d : t.drafters) {
+      auto it = impl_->drafters_dead.find(d);
+      if (it == impl_->drafters_dead.end() || !it->second) continue;
+      out += (out.empty() ? "" : "; ") +
+             fmt::format("{} is dead: {} decodes its requests without it", impl_->topology.describe(d), t.name);
+    }
   }
   return out;
 }

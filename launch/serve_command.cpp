@@ -103,13 +103,8 @@ int serve(const ServeOptions& options) {
       TANDEM_ASSIGN(auto runner, worker::load_scorer(model, backend, table));
       return worker::serve_batches(std::move(runner));
     };
-  } else if (topo.role() == config::Role::kGenerator) {
-    const config::Model target = *d.model(config::Role::kTarget);
-    const config::Model drafter = *d.model(config::Role::kDrafter);
-    factory = [target, drafter, backend, generation = d.generation, rank = topo.rank()](worker::Mailbox&,
-                                                                                       worker::Outbox&) {
-      return worker::load_generator(target, drafter, backend, generation, rank);
-    };
+  } else if (config::runs_target(topo.role()) || config::runs_drafter(topo.role())) {
+    factory = worker::generation_rank_factory(d, topo);
   } else {
     const std::string role = config::to_string(topo.role());
     factory = [role](worker::Mailbox&, worker::Outbox&) -> Result<std::unique_ptr<worker::RankRunner>> {

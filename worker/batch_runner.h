@@ -4,6 +4,8 @@
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <map>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "engine/ir/batch.h"
 #include "engine/ir/bucket.h"
 #include "worker/mailbox.h"
+#include "worker/topology.h"
 
 namespace tandem::worker {
 
@@ -73,5 +76,18 @@ Result<std::unique_ptr<BatchRunner>> load_scorer(const config::Model& model, con
 Result<std::unique_ptr<RankRunner>> load_generator(const config::Model& target, const config::Model& drafter,
                                                    const config::Backend& backend,
                                                    const config::Generation& generation, int rank);
+// A target rank: models.target on the rank's backend, drafting through `links` (one per drafter rank
+// paired with it; models.drafter is read for its tap layers); a reply slower than `wait` fails the round.
+Result<std::unique_ptr<RankRunner>> load_target(const config::Model& target, const config::Model& drafter,
+                                                const config::Backend& backend, const config::Generation& generation,
+                                                int rank, std::map<int, std::unique_ptr<comm::Link>> links,
+                                                std::chrono::milliseconds wait);
+// A drafter rank: models.drafter (with models.target's embedding and head) serving the DraftAsks of
+// `target_rank` over the data plane until the rank stops or its target is lost.
+Result<std::unique_ptr<RankRunner>> load_drafter(const config::Model& target, const config::Model& drafter,
+                                                 const config::Backend& backend,
+                                                 const config::Generation& generation, int target_rank);
+// The runner factory of a generator, target or drafter rank of `d` (tandem serve and test jobs).
+RankFactory generation_rank_factory(const config::Deployment& d, const Topology& topology);
 
 }  // namespace tandem::worker

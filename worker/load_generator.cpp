@@ -1,6 +1,7 @@
-// The generator rank's runner (batch_runner.h): a target and its drafter on one backend, serving the
+// The target's round runner (batch_runner.h) for the generator and target roles, serving the
 // coordinator's Round commands (architecture.md "A speculative round"): releases, then one verify round
-// for the requests already decoding (settle and draft on the drafter first), then the admits' prefill.
+// for the requests already decoding (drafts first: its own drafter, or its drafter ranks over the data
+// plane), then the admits' prefill.
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -12,6 +13,7 @@
 #include "engine/io/hf_config.h"
 #include "engine/spec/spec.h"
 #include "worker/batch_runner.h"
+#include "worker/drafting_impl.h"
 
 namespace tandem::worker {
 namespace {
@@ -34,19 +36,22 @@ GenFinish to_wire(spec::Finish f) {
 // One request decoding in a slot.
 struct Live {
   uint64_t id = 0;
-  bool speculative = false;
+  int drafter = -1;  // its drafter's rank; -1: plain decoding
   spec::Request request;
   size_t reported = 0;  // tokens already sent to the coordinator
   uint32_t drafted = 0;
   uint32_t accepted = 0;
 };
 
-class GeneratorRunner final : public RankRunner {
+class TargetRunner final : public RankRunner {
  public:
-  GeneratorRunner(std::string name, config::Generation generation, int rank)
-      : name_(std::move(name)), generation_(std::move(generation)), rank_(rank) {}
+  TargetRunner(std::string name, config::Generation generation, int rank, std::string role)
+      : name_(std::move(name)), generation_(std::move(generation)), rank_(rank), role_(std::move(role)) {}
 
-  Status load(const config::Model& target, const config::Model& drafter, const config::Backend& backend) {
+  // With `links` (a target rank: one per drafter rank) the drafts come over the data plane; without,
+  // from a drafter loaded here (a generator).
+  Status load(const config::Model& target, const config::Model& drafter, const config::Backend& backend,
+              std::map<int, std::unique_ptr<comm::Link>> links, std::chrono::milliseconds wait) {
     TANDEM_ASSIGN(const io::Qwen3Config tcfg, io::load_qwen3_config(target.dir + "/config.json"));
     TANDEM_ASSIGN(const io::DFlashConfig dcfg, io::load_dflash_config(drafter.dir + "/config.json"));
     capacity_ = generation_.kv_capacity ? generation_.kv_capacity : tcfg.max_position_embeddings;
@@ -66,14 +71,23 @@ class GeneratorRunner final : public RankRunner {
     models::qwen3::TargetOptions topt{dcfg.target_layer_ids, generation_.slots, capacity_, nullptr,
                                       mode_ == spec::VerifyMode::kReject};
     TANDEM_ASSIGN(target_, models::qwen3::Target::open(*backend_, target.dir, topt));
+    if (role_ == "target") {
+      if (mode_ == spec::VerifyMode::kReject) {
+        return Error(ErrorKind::kUnsupported,
+                     "generation.verify: reject needs generator ranks (drafter ranks do not send proposals yet)");
+      }
+      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait);
+      return ok_status();
+    }
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
+    drafting_ = make_local_drafting(*drafter_, mode_, rank_);
     return ok_status();
   }
 
   RunnerInfo info() const override {
     const ir::Caps caps = backend_->caps();
-    RunnerInfo i{"generator", name_, caps.name, caps.device, 0, 0, target_->vocab()};
+    RunnerInfo i{role_, name_, caps.name, caps.device, 0, 0, target_->vocab()};
     i.slots = generation_.slots;
     i.capacity = capacity_;
     i.block = block_;
@@ -87,7 +101,7 @@ class GeneratorRunner final : public RankRunner {
     while (auto command = mail.pop_command(Clock::time_point::max())) {
       auto* round = std::get_if<Round>(&*command);
       if (round == nullptr) {
-        log::warn("a generator rank ignores {} commands", to_string(kind_of(*command)));
+        log::warn("a {} rank ignores {} commands", role_, to_string(kind_of(*command)));
         continue;
       }
       Result<RoundDone> done = Error(ErrorKind::kInternal, "not run");
@@ -113,49 +127,50 @@ class GeneratorRunner final : public RankRunner {
     done.round = round.round;
     for (uint32_t slot : round.releases) live_.erase(slot);  // a slot already free is fine
     for (const GenMove& m : round.moves) {
-      if (auto it = live_.find(m.slot); it != live_.end()) it->second.speculative = m.drafter >= 0;
+      if (auto it = live_.find(m.slot); it != live_.end() && m.drafter < 0) it->second.drafter = -1;
     }
-    TANDEM_TRY(verify_live(round.block, done));
+    TANDEM_TRY(verify_live(round.round, round.block, done));
     TANDEM_TRY(admit(round, done));
     for (auto it = live_.begin(); it != live_.end();) {
       it = it->second.request.active() ? std::next(it) : live_.erase(it);
     }
     done.slots_used = static_cast<uint32_t>(live_.size());
-    done.drafters.push_back({rank_, done.slots_used, settle_us_, draft_us_});
     return done;
   }
 
-  Status verify_live(uint32_t block, RoundDone& done) {
+  Status verify_live(uint64_t round, uint32_t block, RoundDone& done) {
     if (live_.empty()) return ok_status();
-    std::vector<Live*> all;
+    std::vector<Live*> all, drafting_live;
     std::vector<spec::Request*> requests, drafting;
+    std::vector<int> drafters;
     for (auto& [slot, live] : live_) {
       all.push_back(&live);
       requests.push_back(&live.request);
-      if (live.speculative && block >= 2) drafting.push_back(&live.request);
+      if (live.drafter >= 0 && block >= 2) {
+        drafting_live.push_back(&live);
+        drafting.push_back(&live.request);
+        drafters.push_back(live.drafter);
+      }
     }
     std::vector<spec::Draft> drafts(requests.size());
-    settle_us_ = draft_us_ = 0;
     if (!drafting.empty()) {
-      auto t0 = Clock::now();
-      TANDEM_TRY(spec::settle(*drafter_, drafting));
-      settle_us_ = us_since(t0);
-      t0 = Clock::now();
       std::vector<spec::Draft> made;
-      TANDEM_TRY(spec::draft(*drafter_, drafting, block, mode_, made));
-      draft_us_ = us_since(t0);
+      TANDEM_TRY(drafting_->draft(drafting, drafters, block, round, made, done));
       size_t k = 0;
       for (size_t i = 0; i < requests.size() && k < drafting.size(); ++i) {
         if (requests[i] == drafting[k]) drafts[i] = std::move(made[k++]);
       }
+      // A lost drafter's requests go on plainly (their drafts this round are empty).
+      for (Live* live : drafting_live) {
+        if (!drafting_->alive(live->drafter)) live->drafter = -1;
+      }
     }
-    done.wait_us = settle_us_ + draft_us_;
     const auto t0 = Clock::now();
     TANDEM_TRY(spec::verify(*target_, requests, drafts, mode_, false));
     done.verify_us = us_since(t0);
     for (Live* live : all) {
       // A request that never drafts keeps no drafter context: its tap rows are dropped each round.
-      if (!live->speculative) {
+      if (live->drafter < 0) {
         live->request.taps.clear();
         live->request.settled = live->request.start;
       }
@@ -186,7 +201,8 @@ class GeneratorRunner final : public RankRunner {
       auto r = spec::make_request(std::move(p), a.slot, target_->vocab());
       if (!r.ok()) return std::move(r).error().context(fmt::format("admits[{}] (request {})", i, a.request));
       Live& live = live_[a.slot];
-      live = Live{a.request, a.drafter >= 0, std::move(r).value()};
+      const int drafter = a.drafter >= 0 && drafting_->alive(a.drafter) ? a.drafter : -1;
+      live = Live{a.request, drafter, std::move(r).value()};
       admitted.push_back(&live);
       requests.push_back(&live.request);
     }
@@ -217,15 +233,15 @@ class GeneratorRunner final : public RankRunner {
   std::string name_;
   config::Generation generation_;
   int rank_ = -1;
+  std::string role_;
   uint32_t capacity_ = 0;
   uint32_t block_ = 0;
   spec::VerifyMode mode_ = spec::VerifyMode::kMatch;
   std::unique_ptr<ir::Backend> backend_;
   std::unique_ptr<models::qwen3::Target> target_;
-  std::unique_ptr<models::dflash::Drafter> drafter_;
+  std::unique_ptr<models::dflash::Drafter> drafter_;  // a generator's own
+  std::unique_ptr<Drafting> drafting_;
   std::map<uint32_t, Live> live_;  // by slot
-  uint64_t settle_us_ = 0;
-  uint64_t draft_us_ = 0;
 };
 
 }  // namespace
@@ -233,13 +249,58 @@ class GeneratorRunner final : public RankRunner {
 Result<std::unique_ptr<RankRunner>> load_generator(const config::Model& target, const config::Model& drafter,
                                                    const config::Backend& backend,
                                                    const config::Generation& generation, int rank) {
-  auto runner = std::make_unique<GeneratorRunner>(target.name, generation, rank);
-  Status s = runner->load(target, drafter, backend);
+  auto runner = std::make_unique<TargetRunner>(target.name, generation, rank, "generator");
+  Status s = runner->load(target, drafter, backend, {}, {});
   if (!s.ok()) {
     return std::move(s).error().context(fmt::format("loading {} with drafter {} on {}", target.dir, drafter.dir,
                                                     backend.name));
   }
   return std::unique_ptr<RankRunner>(std::move(runner));
+}
+
+Result<std::unique_ptr<RankRunner>> load_target(const config::Model& target, const config::Model& drafter,
+                                                const config::Backend& backend, const config::Generation& generation,
+                                                int rank, std::map<int, std::unique_ptr<comm::Link>> links,
+                                                std::chrono::milliseconds wait) {
+  auto runner = std::make_unique<TargetRunner>(target.name, generation, rank, "target");
+  Status s = runner->load(target, drafter, backend, std::move(links), wait);
+  if (!s.ok()) return std::move(s).error().context(fmt::format("loading target {} on {}", target.dir, backend.name));
+  return std::unique_ptr<RankRunner>(std::move(runner));
+}
+
+RankFactory generation_rank_factory(const config::Deployment& d, const Topology& topology) {
+  const config::Model target = *d.model(config::Role::kTarget);
+  const config::Model drafter = *d.model(config::Role::kDrafter);
+  const config::Backend backend = topology.config().backend;
+  const int rank = topology.rank();
+  const config::Generation generation = d.generation;
+  switch (topology.role()) {
+    case config::Role::kGenerator:
+      return [=](Mailbox&, Outbox&) { return load_generator(target, drafter, backend, generation, rank); };
+    case config::Role::kTarget: {
+      std::vector<int> drafters;
+      for (int r : topology.workers()) {
+        if (topology.role_of(r) == config::Role::kDrafter && topology.config_of(r).target == rank) drafters.push_back(r);
+      }
+      // A drafter slower than this is as good as gone; a dead one is reported sooner (PeerLost).
+      const auto wait = std::chrono::milliseconds(std::max<uint32_t>(10 * d.health.dead_after_ms, 60000));
+      return [=](Mailbox& mail, Outbox& out) {
+        std::map<int, std::unique_ptr<comm::Link>> links;
+        for (int r : drafters) links.emplace(r, comm::make_host_link(make_peer_pipe(mail, out, r)));
+        return load_target(target, drafter, backend, generation, rank, std::move(links), wait);
+      };
+    }
+    case config::Role::kDrafter: {
+      const int target_rank = topology.config().target;
+      return [=](Mailbox&, Outbox&) { return load_drafter(target, drafter, backend, generation, target_rank); };
+    }
+    case config::Role::kCoordinator:
+    case config::Role::kScorer: break;
+  }
+  const std::string role = config::to_string(topology.role());
+  return [role](Mailbox&, Outbox&) -> Result<std::unique_ptr<RankRunner>> {
+    return Error::make(ErrorKind::kInternal, "role {} does not generate", role);
+  };
 }
 
 }  // namespace tandem::worker

@@ -35,7 +35,8 @@ std::vector<std::vector<uint32_t>> eval_prompts() {
   return ev->at("prompts").get<std::vector<std::vector<uint32_t>>>();
 }
 
-config::Deployment deployment(int generators, uint32_t slots) {
+// `generators` generator ranks, or with `split` one target rank (rank 1) and `split` drafter ranks.
+config::Deployment deployment(int generators, uint32_t slots, int split = 0) {
   config::Deployment d;
   d.origin = "test.yaml";
   d.ranks.push_back(config::Rank{config::Role::kCoordinator, {}});
@@ -43,6 +44,17 @@ config::Deployment deployment(int generators, uint32_t slots) {
     config::Rank r{config::Role::kGenerator, {}};
     r.backend.threads = 1;
     d.ranks.push_back(r);
+  }
+  if (split > 0) {
+    config::Rank t{config::Role::kTarget, {}};
+    t.backend.threads = 1;
+    d.ranks.push_back(t);
+    for (int i = 0; i < split; ++i) {
+      config::Rank r{config::Role::kDrafter, {}};
+      r.backend.threads = 1;
+      r.target = 1;
+      d.ranks.push_back(r);
+    }
   }
   d.models[config::Role::kTarget] = config::Model{"pylm", kTarget, ""};
   d.models[config::Role::kDrafter] = config::Model{"pylm-dflash", kDrafter, ""};
@@ -66,10 +78,8 @@ class GenJob {
       auto topo = worker::Topology::make(d_, r, size);
       EXPECT_TRUE(topo.ok());
       workers_.push_back(std::async(std::launch::async, [this, r, topo = std::move(topo).value()] {
-        worker::RankFactory factory = [&d = d_, r](worker::Mailbox&, worker::Outbox&) {
-          return worker::load_generator(d.models.at(config::Role::kTarget), d.models.at(config::Role::kDrafter),
-                                        d.ranks[static_cast<size_t>(r)].backend, d.generation, r);
-        };
+        // One factory per rank, made on its thread from its own Topology.
+        worker::RankFactory factory = worker::generation_rank_factory(d_, topo);
         return worker::run_worker(*world_[static_cast<size_t>(r)], topo, d_.health, factory);
       }));
     }
@@ -236,6 +246,23 @@ TEST(RoundScheduler, TwoTargetRanksShareTheLoad) {
   ASSERT_EQ(t.size(), 2u);
   EXPECT_GT(t[0].tokens, 0u);
   EXPECT_GT(t[1].tokens, 0u);
+}
+
+TEST(RoundScheduler, TargetAndDrafterRanksOverTheDataPlane) {
+  GenJob job(deployment(0, 3, 1));
+  ASSERT_TRUE(job.ready().ok()) << job.ready().error().message();
+  expect_lossless(job.scheduler(), mixed_requests(7, 32));
+  const auto t = job.scheduler().targets();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_GT(t[0].bytes_moved, 0u) << "no tap rows crossed the data plane";
+  EXPECT_GT(t[0].draft_us, 0u);
+  EXPECT_EQ(job.scheduler().problem(), "");
+}
+
+TEST(RoundScheduler, TwoDraftersShareTheirTarget) {
+  GenJob job(deployment(0, 4, 2));
+  ASSERT_TRUE(job.ready().ok()) << job.ready().error().message();
+  expect_lossless(job.scheduler(), mixed_requests(6, 24));
 }
 
 TEST(RoundScheduler, DraftScheduleTurnsSpeculationOffAtLargeBatches) {

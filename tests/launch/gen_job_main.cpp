@@ -3,7 +3,10 @@
 // GenerationService::submit and prints one JSON object (per request: tokens, finish, stats); the other
 // ranks serve their role as `tandem serve` does.
 //   mpirun -np N tandem-gen-job DEPLOY.yaml PROMPTS MAX_TOKENS TEMPERATURE SEED
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <fstream>
 #include <future>
 #include <sstream>
@@ -100,12 +103,19 @@ int coordinate(const config::Deployment& d, const worker::Topology& topo, worker
   nlohmann::ordered_json targets = nlohmann::ordered_json::array();
   for (const auto& t : scheduler.targets()) {
     targets.push_back({{"rank", t.rank}, {"rounds", t.rounds}, {"tokens", t.tokens},
-                       {"rank_slots_used", t.rank_slots_used}});
+                       {"rank_slots_used", t.rank_slots_used}, {"bytes_moved", t.bytes_moved}});
   }
   j["targets"] = std::move(targets);
+  j["problem"] = scheduler.problem();
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
   scheduler.stop(coordinator::unavailable("the job is over"));
+  if (control.lost_a_rank()) {
+    // MPI_Finalize would wait for the dead rank: end the job here (its answers are printed).
+    std::fprintf(stderr, "tandem-gen-job: %s\n", scheduler.problem().c_str());
+    control.abort_workers("a rank died");
+    return finished == prompts.size() ? 3 : 1;
+  }
   if (!control.shutdown_workers(10s)) return 1;
   return finished == prompts.size() ? 0 : 1;
 }
@@ -142,11 +152,23 @@ int main_impl(int argc, char** argv) {
     mpi.finalize();
     return code;
   }
-  const config::Model target = *d->model(config::Role::kTarget);
-  const config::Model drafter = *d->model(config::Role::kDrafter);
-  worker::RankFactory factory = [&](worker::Mailbox&, worker::Outbox&) {
-    return worker::load_generator(target, drafter, topo->config().backend, d->generation, topo->rank());
-  };
+  worker::RankFactory factory = worker::generation_rank_factory(*d, *topo);
+  // TANDEM_GEN_JOB_KILL=RANK:MS: that rank dies (SIGKILL) MS after it loaded, as a crashed rank would.
+  if (const char* kill = std::getenv("TANDEM_GEN_JOB_KILL")) {
+    const std::string spec = kill;
+    const int victim = std::stoi(spec.substr(0, spec.find(':')));
+    const int after_ms = std::stoi(spec.substr(spec.find(':') + 1));
+    if (victim == topo->rank()) {
+      factory = [inner = std::move(factory), after_ms](worker::Mailbox& mail, worker::Outbox& out) {
+        auto made = inner(mail, out);
+        std::thread([after_ms] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+          std::raise(SIGKILL);
+        }).detach();
+        return made;
+      };
+    }
+  }
   const int code = worker::run_worker(*transport, *topo, d->health, std::move(factory));
   if (code != 0) mpi.abort(code);
   mpi.finalize();

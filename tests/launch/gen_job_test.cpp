@@ -1,7 +1,8 @@
-// A generation job under mpirun (label mpi): a coordinator and two `generator` ranks (models/pylm with
-// models/pylm-dflash on CPU ranks) answer the held-out prompts of pylm-dflash's eval.json, all submitted
-// at once through GenerationService::submit (tandem-gen-job), exactly as `tandem generate` decodes them
-// plainly, token for token, greedy and seeded; speculation ran; no slot is left held on either rank.
+// Generation jobs under mpirun (label mpi), models/pylm with models/pylm-dflash on CPU ranks: two
+// `generator` ranks, or a target and a drafter rank, answer the held-out prompts of pylm-dflash's
+// eval.json, all submitted at once through GenerationService::submit (tandem-gen-job), exactly as
+// `tandem generate` decodes them plainly, token for token, greedy and seeded; speculation ran; no slot is
+// left held. A drafter killed mid-load: the same answers, and the job reports itself degraded.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -34,55 +35,83 @@ json last_json_object(const std::string& text) {
   return json::parse(text.substr(begin, end + 2 - begin), nullptr, false);
 }
 
-class GenJob : public ::testing::TestWithParam<std::pair<float, uint64_t>> {};
+struct Prompts {
+  std::vector<std::vector<uint32_t>> ids;
+  std::string file;
+};
 
-TEST_P(GenJob, CompletionsEqualTandemGenerate) {
-  const auto [temperature, seed] = GetParam();
-  TempDir dir;
+Prompts write_prompts(const TempDir& dir) {
   std::ifstream ev_in(kModels + "pylm-dflash/eval.json");
   const json ev = json::parse(ev_in);
-  const auto prompts = ev.at("prompts").get<std::vector<std::vector<uint32_t>>>();
-  const std::string prompt_file = (dir.path() / "prompts.txt").string();
-  {
-    std::ofstream out(prompt_file);
-    for (const auto& p : prompts) {
-      for (size_t i = 0; i < p.size(); ++i) out << (i ? "," : "") << p[i];
-      out << "\n";
-    }
+  Prompts p{ev.at("prompts").get<std::vector<std::vector<uint32_t>>>(), (dir.path() / "prompts.txt").string()};
+  std::ofstream out(p.file);
+  for (const auto& ids : p.ids) {
+    for (size_t i = 0; i < ids.size(); ++i) out << (i ? "," : "") << ids[i];
+    out << "\n";
   }
+  return p;
+}
+
+// Runs tandem-gen-job over `ranks` (the YAML list after the coordinator) and `tandem generate` plainly
+// on the same prompts, and checks every completion; returns the job's JSON.
+json run_and_compare(const TempDir& dir, const std::string& ranks, float temperature, uint64_t seed,
+                     const std::string& kill = "") {
+  const Prompts prompts = write_prompts(dir);
   const std::string yaml = (dir.path() / "deploy.yaml").string();
   std::ofstream(yaml) << "backend: {name: cpu, threads: 1}\n"
                          "models:\n"
                          "  target: {dir: " + kModels + "pylm, tokenizer: " + kModels + "pylm/tokenizer.json}\n"
                          "  drafter: {dir: " + kModels + "pylm-dflash}\n"
                          "generation: {slots: 3, kv_capacity: 512, block_size: 8}\n"
-                         "health: {heartbeat_ms: 100, dead_after_ms: 10000}\n"
-                         "ranks:\n  - role: coordinator\n  - role: generator\n  - role: generator\n";
+                         "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
+                         "ranks:\n  - role: coordinator\n" + ranks;
   const std::string max_tokens = "48";
   const std::string t = std::to_string(temperature);
-  auto job = run_command({"mpirun", "--oversubscribe", "-np", "3", TANDEM_GEN_JOB, yaml, prompt_file, max_tokens, t,
-                          std::to_string(seed)},
-                         dir.path() / "job.log");
-  ASSERT_EQ(job.code, 0) << job.output;
+  std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--enable-recovery"};
+  if (!kill.empty()) argv.insert(argv.end(), {"-x", "TANDEM_GEN_JOB_KILL=" + kill});
+  int np = 1;
+  for (char c : ranks) np += c == '\n' ? 1 : 0;
+  argv.insert(argv.end(), {"-np", std::to_string(np), TANDEM_GEN_JOB, yaml, prompts.file, max_tokens, t,
+                           std::to_string(seed)});
+  auto job = run_command(argv, dir.path() / "job.log");
   const json got = last_json_line(job.output);
-  ASSERT_TRUE(got.is_object()) << job.output;
-  auto plain = run_command({TANDEM_BINARY, "generate", "--target", kModels + "pylm", "--prompt-file", prompt_file,
+  EXPECT_TRUE(got.is_object()) << job.output;
+  if (!got.is_object()) return got;
+  if (kill.empty()) {
+    EXPECT_EQ(job.code, 0) << job.output;
+  }
+  auto plain = run_command({TANDEM_BINARY, "generate", "--target", kModels + "pylm", "--prompt-file", prompts.file,
                             "--max-tokens", max_tokens, "--temperature", t, "--seed", std::to_string(seed),
                             "--threads", "1"},
                            dir.path() / "generate.log");
-  ASSERT_EQ(plain.code, 0) << plain.output;
+  EXPECT_EQ(plain.code, 0) << plain.output;
   const json want = last_json_object(plain.output);
-  ASSERT_TRUE(want.is_object()) << plain.output;
-  ASSERT_EQ(got.at("requests").size(), prompts.size());
-  uint64_t accepted = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  EXPECT_TRUE(want.is_object()) << plain.output;
+  if (!want.is_object()) return got;
+  EXPECT_EQ(got.at("requests").size(), prompts.ids.size());
+  for (size_t i = 0; i < prompts.ids.size() && i < got.at("requests").size(); ++i) {
     const json& g = got.at("requests")[i];
     const json& w = want.at("requests")[i];
-    EXPECT_EQ(g.at("tokens"), w.at("tokens")) << "request " << i;
+    EXPECT_EQ(g.at("tokens"), w.at("tokens")) << "request " << i << "\n" << job.output;
     EXPECT_EQ(g.at("finish"), w.at("finish")) << "request " << i;
-    accepted += g.at("accepted").get<uint64_t>();
   }
-  EXPECT_GT(accepted, 0u) << "no draft was ever accepted: speculation did not run";
+  return got;
+}
+
+uint64_t accepted(const json& got) {
+  uint64_t n = 0;
+  for (const json& g : got.at("requests")) n += g.at("accepted").get<uint64_t>();
+  return n;
+}
+
+class GenJob : public ::testing::TestWithParam<std::pair<float, uint64_t>> {};
+
+TEST_P(GenJob, GeneratorsAnswerAsTandemGenerate) {
+  const auto [temperature, seed] = GetParam();
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: generator\n  - role: generator\n", temperature, seed);
+  ASSERT_TRUE(got.is_object());
+  EXPECT_GT(accepted(got), 0u) << "no draft was ever accepted: speculation did not run";
   ASSERT_EQ(got.at("targets").size(), 2u);
   for (const json& r : got.at("targets")) {
     EXPECT_GT(r.at("tokens").get<uint64_t>(), 0u) << r.dump();
@@ -90,8 +119,29 @@ TEST_P(GenJob, CompletionsEqualTandemGenerate) {
   }
 }
 
+TEST_P(GenJob, TargetAndDrafterRanksAnswerAsTandemGenerate) {
+  const auto [temperature, seed] = GetParam();
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: target\n  - role: drafter\n", temperature, seed);
+  ASSERT_TRUE(got.is_object());
+  EXPECT_GT(accepted(got), 0u) << "no draft was ever accepted: the drafter rank did not draft";
+  ASSERT_EQ(got.at("targets").size(), 1u);
+  EXPECT_GT(got.at("targets")[0].at("bytes_moved").get<uint64_t>(), 0u);
+  EXPECT_EQ(got.at("problem"), "");
+}
+
 INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, GenJob,
                          ::testing::Values(std::pair<float, uint64_t>{0.0f, 0}, std::pair<float, uint64_t>{0.8f, 7}));
+
+// The drafter rank is killed while the requests decode: they go on plainly on their target, each still
+// exactly what plain decoding gives, nothing lost; the job says it is degraded.
+TEST(GenJobDrafterDeath, RequestsFinishExactlyWithoutSpeculation) {
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: target\n  - role: drafter\n", 0.0f, 0, "2:1500");
+  ASSERT_TRUE(got.is_object());
+  EXPECT_EQ(got.at("problem"), "rank 2 (drafter, cpu) is dead: rank 1 (target, cpu) decodes its requests without it");
+  EXPECT_GT(accepted(got), 0u) << "the drafter died before it drafted anything: the test did not test a death mid-load";
+}
 
 }  // namespace
 }  // namespace tandem::testing
