@@ -130,6 +130,7 @@ struct RoundScheduler::Impl {
   mutable std::mutex mutex;  // everything below
   std::map<int, TargetRank> ranks;
   std::map<int, bool> drafters_dead;  // drafter ranks (role drafter): whether declared dead
+  std::map<int, uint32_t> drafter_slots;  // what each drafter (or generator) reported last
   std::deque<std::shared_ptr<Entry>> queue;
   size_t waiting = 0;  // submitted, not yet admitted nor ended (also those still in `events`)
   std::map<uint64_t, std::shared_ptr<Entry>> entries;  // queued or holding a slot
@@ -212,7 +213,11 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
     t.view.rounds += 1;
     t.view.rank_slots_used = done.slots_used;
     t.view.prefill_us += done.prefill_us;
-    t.view.draft_us += done.wait_us;
+    t.view.wait_us += done.wait_us;
+    for (const worker::DrafterReport& dr : done.drafters) {
+      t.view.drafter_us += dr.settle_us + dr.draft_us;
+      drafter_slots[dr.rank] = dr.slots_used;
+    }
     t.view.verify_us += done.verify_us;
     t.view.send_us += done.send_us;
     t.view.bytes_moved += done.bytes_sent + done.bytes_received;
@@ -492,6 +497,20 @@ std::vector<TargetRankView> RoundScheduler::targets() const {
   std::lock_guard lock(impl_->mutex);
   std::vector<TargetRankView> out;
   for (const auto& [r, t] : impl_->ranks) out.push_back(t.view);
+  return out;
+}
+
+std::vector<DrafterView> RoundScheduler::drafters() const {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<DrafterView> out;
+  for (const auto& [r, t] : impl_->ranks) {
+    for (int d : t.drafters) {
+      DrafterView v{d, r, t.view.dead, 0};
+      if (auto it = impl_->drafters_dead.find(d); it != impl_->drafters_dead.end()) v.dead = it->second;
+      if (auto it = impl_->drafter_slots.find(d); it != impl_->drafter_slots.end()) v.slots_used = it->second;
+      out.push_back(v);
+    }
+  }
   return out;
 }
 

@@ -39,9 +39,21 @@ struct TargetRankView {
   uint64_t tokens = 0;         // committed
   uint64_t drafted = 0;
   uint64_t accepted = 0;
-  uint64_t prefill_us = 0, draft_us = 0, verify_us = 0, send_us = 0;
+  uint64_t prefill_us = 0;
+  uint64_t wait_us = 0;        // waiting for drafts (drafting and the transfers)
+  uint64_t drafter_us = 0;     // of which the drafters' own settle and draft time
+  uint64_t verify_us = 0;
+  uint64_t send_us = 0;        // handing tap rows to drafter ranks
   uint64_t bytes_moved = 0;    // data plane, both ways
   uint32_t last_block = 0;     // the block size of its last round (< 2: plain decoding)
+};
+
+// A drafter as its target reports it (a generator drafts for itself).
+struct DrafterView {
+  int rank = -1;
+  int target = -1;
+  bool dead = false;
+  uint32_t slots_used = 0;  // context slots holding a request, after its last round
 };
 
 class RoundScheduler final : public GenerationService, public RoundEvents {
@@ -64,6 +76,7 @@ class RoundScheduler final : public GenerationService, public RoundEvents {
   // Fails every request queued or decoding with `error` and ends the thread; later submits answer it.
   void stop(const ApiError& error);
   std::vector<TargetRankView> targets() const;
+  std::vector<DrafterView> drafters() const;
   size_t queued() const;
   size_t decoding() const;  // requests holding a slot, over all ranks
   // Why generation is degraded or down ("rank 1 (generator, cpu) is dead: ..."); empty when healthy.

@@ -34,6 +34,7 @@ class LocalDrafting final : public Drafting {
     return ok_status();
   }
   bool alive(int) const override { return true; }
+  void release(uint32_t, int) override {}  // settle() starts a reused slot's context afresh
 
  private:
   models::dflash::Drafter& drafter_;
@@ -111,6 +112,14 @@ class RemoteDrafting final : public Drafting {
 
   bool alive(int rank) const override {
     return rank >= 0 && links_.count(rank) > 0 && std::find(lost_.begin(), lost_.end(), rank) == lost_.end();
+  }
+
+  void release(uint32_t slot, int rank) override {
+    if (!alive(rank)) return;
+    DraftAsk ask;
+    ask.releases = {slot};
+    Status s = links_.at(rank)->send(encode_ask(ask), comm::RowsOut::none());
+    if (!s.ok()) log::warn("releasing slot {} on drafter rank {}: {}", slot, rank, s.error().message());
   }
 
  private:

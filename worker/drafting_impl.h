@@ -23,6 +23,8 @@ class Drafting {
                        uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) = 0;
   // Whether `rank` can still draft (a lost drafter never comes back).
   virtual bool alive(int rank) const = 0;
+  // A request drafted by `rank` left its slot (finished, cancelled, failed): its context there is freed.
+  virtual void release(uint32_t slot, int rank) = 0;
 };
 
 std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, spec::VerifyMode mode, int rank);

@@ -23,6 +23,7 @@ std::vector<uint8_t> encode_ask(const DraftAsk& ask) {
   w.u8(kAsk);
   w.u64(ask.round);
   w.u32(ask.block);
+  w.u32s(ask.releases);
   w.u32(static_cast<uint32_t>(ask.entries.size()));
   for (const DraftEntry& e : ask.entries) {
     w.u32(e.slot);
@@ -54,6 +55,7 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
   DraftAsk ask;
   ask.round = r.u64("round");
   ask.block = r.u32("block");
+  ask.releases = r.u32s("releases");
   const uint32_t n = r.u32("entries");
   if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
   if (kind != kAsk) return malformed("draft ask", peer, bytes.size(), fmt::format("kind {} is not an ask", kind));

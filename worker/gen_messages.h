@@ -24,9 +24,12 @@ struct DraftEntry {
   float temperature = 0.0f;
   uint64_t seed = 0;
 };
+// Round 0 with no entries only releases (a request of the target finished or was cancelled); its
+// reply is skipped by the target.
 struct DraftAsk {
   uint64_t round = 0;
   uint32_t block = 0;
+  std::vector<uint32_t> releases;   // slots whose context is freed first
   std::vector<DraftEntry> entries;  // the link's rows: each entry's tap rows, in order
 };
 struct DraftReply {

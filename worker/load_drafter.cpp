@@ -80,6 +80,11 @@ class DrafterRunner final : public RankRunner {
       return reply;  // round 0, no drafts: the target fails the round on the mismatch
     }
     reply.round = ask->round;
+    for (uint32_t slot : ask->releases) mirrors_.erase(slot);
+    if (ask->entries.empty()) {
+      reply.slots_used = static_cast<uint32_t>(mirrors_.size());
+      return reply;
+    }
     Status s = run(*ask, p, reply);
     if (!s.ok()) {
       // The contexts of these slots are unknown now: they are dropped, and their requests get empty

@@ -115,7 +115,9 @@ class TargetRunner final : public RankRunner {
       } else {
         // The slots' state is unknown after a failed step: every request here is dropped (the
         // coordinator fails them all and frees their slots).
-        live_.clear();
+        std::vector<uint32_t> slots;
+        for (const auto& [slot, live] : live_) slots.push_back(slot);
+        for (uint32_t slot : slots) erase(slot);
         report(RoundFailed{round->round, done.error().message()});
       }
     }
@@ -125,17 +127,26 @@ class TargetRunner final : public RankRunner {
   Result<RoundDone> run_round(const Round& round) {
     RoundDone done;
     done.round = round.round;
-    for (uint32_t slot : round.releases) live_.erase(slot);  // a slot already free is fine
+    for (uint32_t slot : round.releases) erase(slot);  // a slot already free is fine
     for (const GenMove& m : round.moves) {
       if (auto it = live_.find(m.slot); it != live_.end() && m.drafter < 0) it->second.drafter = -1;
     }
     TANDEM_TRY(verify_live(round.round, round.block, done));
     TANDEM_TRY(admit(round, done));
-    for (auto it = live_.begin(); it != live_.end();) {
-      it = it->second.request.active() ? std::next(it) : live_.erase(it);
+    std::vector<uint32_t> finished;
+    for (const auto& [slot, live] : live_) {
+      if (!live.request.active()) finished.push_back(slot);
     }
+    for (uint32_t slot : finished) erase(slot);
     done.slots_used = static_cast<uint32_t>(live_.size());
     return done;
+  }
+
+  void erase(uint32_t slot) {
+    auto it = live_.find(slot);
+    if (it == live_.end()) return;
+    if (it->second.drafter >= 0) drafting_->release(slot, it->second.drafter);
+    live_.erase(it);
   }
 
   Status verify_live(uint64_t round, uint32_t block, RoundDone& done) {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "coordinator/control_plane.h"
+#include "coordinator/generation_metrics.h"
 #include "coordinator/round_scheduler.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/io/hf_config.h"
@@ -255,8 +256,57 @@ TEST(RoundScheduler, TargetAndDrafterRanksOverTheDataPlane) {
   const auto t = job.scheduler().targets();
   ASSERT_EQ(t.size(), 1u);
   EXPECT_GT(t[0].bytes_moved, 0u) << "no tap rows crossed the data plane";
-  EXPECT_GT(t[0].draft_us, 0u);
+  EXPECT_GT(t[0].drafter_us, 0u);
+  EXPECT_GE(t[0].wait_us, t[0].drafter_us);
+  const auto d = job.scheduler().drafters();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].rank, 2);
+  EXPECT_EQ(d[0].target, 1);
+  EXPECT_FALSE(d[0].dead);
   EXPECT_EQ(job.scheduler().problem(), "");
+}
+
+// Cancelled requests free their drafter context too: after two cancels and one finished request, the
+// drafter rank holds only that one (its last round's figure), and the metrics say so.
+TEST(RoundScheduler, CancelFreesTheDrafterContext) {
+  GenJob job(deployment(0, 3, 1));
+  ASSERT_TRUE(job.ready().ok()) << job.ready().error().message();
+  auto reqs = mixed_requests(3, 200);
+  for (auto& r : reqs) {
+    r.stop_ids.clear();
+    r.speculative = true;
+    r.sampling = {};
+  }
+  std::shared_ptr<GenerationHandle> h0, h1;
+  auto cancel_after_two = [](std::shared_ptr<GenerationHandle>* h) {
+    return [h](Outcome& o) {
+      if (o.event_sizes.size() == 3 && o.last.finish == GenerationFinish::kNone) (*h)->cancel();
+    };
+  };
+  auto o0 = submit(job.scheduler(), reqs[0], &h0, cancel_after_two(&h0));
+  auto o1 = submit(job.scheduler(), reqs[1], &h1, cancel_after_two(&h1));
+  wait(*o0);
+  wait(*o1);
+  EXPECT_EQ(o0->last.finish, GenerationFinish::kCancelled);
+  EXPECT_EQ(o1->last.finish, GenerationFinish::kCancelled);
+  reqs[2].max_tokens = 24;
+  auto o2 = submit(job.scheduler(), reqs[2]);
+  wait(*o2);
+  EXPECT_EQ(o2->tokens, plain_decoding({reqs[2]})[0].tokens);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline && job.scheduler().targets()[0].rank_slots_used != 0) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(job.scheduler().targets()[0].rank_slots_used, 0u);
+  ASSERT_EQ(job.scheduler().drafters().size(), 1u);
+  EXPECT_EQ(job.scheduler().drafters()[0].slots_used, 1u) << "the cancelled requests' contexts are still held";
+  const std::string m = render_generation_metrics(job.scheduler());
+  EXPECT_NE(m.find("tandem_gen_kv_slots_used{rank=\"1\"} 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("tandem_gen_kv_slots{rank=\"1\"} 3\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("tandem_gen_drafter_slots_used{rank=\"2\",target=\"1\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("tandem_gen_drafter_up{rank=\"2\",target=\"1\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("tandem_gen_queue_requests 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("tandem_gen_round_seconds_total{rank=\"1\",phase=\"verify\"}"), std::string::npos) << m;
 }
 
 TEST(RoundScheduler, TwoDraftersShareTheirTarget) {

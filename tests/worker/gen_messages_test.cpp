@@ -20,6 +20,12 @@ DraftAsk sample_ask() {
   return a;
 }
 
+DraftAsk sample_release() {
+  DraftAsk a;
+  a.releases = {4, 1};
+  return a;
+}
+
 template <typename T>
 void expect_error(const Result<T>& s, const std::string& want) {
   ASSERT_FALSE(s.ok());
@@ -40,6 +46,11 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
   EXPECT_EQ(back->entries[1].bonus, 3u);
   EXPECT_EQ(back->entries[1].temperature, 0.8f);
   EXPECT_EQ(back->entries[1].seed, 1234567890123ULL);
+  auto rel = decode_ask(encode_ask(sample_release()), 0, 3);
+  ASSERT_TRUE(rel.ok()) << rel.error().message();
+  EXPECT_EQ(rel->round, 0u);
+  EXPECT_EQ(rel->releases, (std::vector<uint32_t>{4, 1}));
+  EXPECT_TRUE(rel->entries.empty());
   DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20};
   auto rb = decode_reply(encode_reply(r), 2);
   ASSERT_TRUE(rb.ok()) << rb.error().message();
@@ -53,15 +64,15 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
 TEST(GenMessages, MalformedAsksAreRefused) {
   const auto bytes = encode_ask(sample_ask());
   expect_error(decode_ask(bytes, 7, 3),
-               "malformed draft ask from rank 3 (81 bytes): entries.rows: they add up to 6 rows, the message carries 7");
+               "malformed draft ask from rank 3 (85 bytes): entries.rows: they add up to 6 rows, the message carries 7");
   auto truncated = bytes;
   truncated.pop_back();
   expect_error(decode_ask(truncated, 6, 3),
-               "malformed draft ask from rank 3 (80 bytes): entries: 2 entries need 64 bytes, 63 are left");
+               "malformed draft ask from rank 3 (84 bytes): entries: 2 entries need 64 bytes, 63 are left");
   DraftAsk gap = sample_ask();
   gap.entries[1].start = 11;
   expect_error(decode_ask(encode_ask(gap), 6, 3),
-               "malformed draft ask from rank 3 (81 bytes): entries.rows: slot 0: context 9 + 1 rows does not reach "
+               "malformed draft ask from rank 3 (85 bytes): entries.rows: slot 0: context 9 + 1 rows does not reach "
                "the block at 11");
   expect_error(decode_ask(encode_reply(DraftReply{}), 0, 3),
                "malformed draft ask from rank 3 (33 bytes): kind 2 is not an ask");
