@@ -2,6 +2,8 @@
 // lock; callbacks run after the lock is let go, so they may submit or cancel.
 #include "coordinator/round_scheduler.h"
 
+#include "coordinator/control_plane.h"
+
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -539,6 +541,15 @@ std::string RoundScheduler::problem() const {
     }
   }
   return out;
+}
+
+std::unique_ptr<RoundScheduler> make_generation_service(const config::Deployment& deployment,
+                                                        const worker::Topology& topology,
+                                                        worker::BlockingQueue<Dispatch>& outbox, ControlPlane& control) {
+  if (!deployment.serves_generation()) return nullptr;
+  auto scheduler = std::make_unique<RoundScheduler>(deployment, topology, outbox);
+  control.set_round_events(scheduler.get());
+  return scheduler;
 }
 
 const char* to_string(GenerationFinish f) {

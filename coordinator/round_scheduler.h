@@ -88,4 +88,14 @@ class RoundScheduler final : public GenerationService, public RoundEvents {
   std::shared_ptr<Impl> impl_;
 };
 
+class ControlPlane;
+// Rank 0's generation side for `deployment` (nullptr when no rank runs a target): a RoundScheduler whose
+// rounds leave through `outbox` (the queue ControlPlane::serve and drain pump), with the control plane's
+// round answers, readiness and deaths wired to it. It must be stopped (stop(), or destroyed) before the
+// control plane goes. The HTTP side takes it as its GenerationService; /metrics appends
+// render_generation_metrics(); /health adds problem().
+std::unique_ptr<RoundScheduler> make_generation_service(const config::Deployment& deployment,
+                                                        const worker::Topology& topology,
+                                                        worker::BlockingQueue<Dispatch>& outbox, ControlPlane& control);
+
 }  // namespace tandem::coordinator

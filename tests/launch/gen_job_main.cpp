@@ -46,8 +46,13 @@ int coordinate(const config::Deployment& d, const worker::Topology& topo, worker
   coordinator::Metrics metrics;
   coordinator::ControlPlane control(transport, topo, d.health, ranks, metrics);
   worker::BlockingQueue<coordinator::Dispatch> outbox;
-  coordinator::RoundScheduler scheduler(d, topo, outbox);
-  control.set_round_events(&scheduler);
+  auto service = coordinator::make_generation_service(d, topo, outbox, control);
+  if (!service) {
+    log::error("{}: no rank runs a target", d.origin);
+    control.abort_workers("no rank runs a target");
+    return 1;
+  }
+  coordinator::RoundScheduler& scheduler = *service;
   std::atomic<bool> stop{false};
   if (Status s = control.wait_ready(stop); !s.ok()) {
     log::error("{}", s.error().message());
@@ -92,11 +97,13 @@ int coordinate(const config::Deployment& d, const worker::Topology& topo, worker
   {
     std::lock_guard lock(mutex);
     for (const Out& o : outs) {
-      reqs.push_back({{"tokens", o.tokens},
-                      {"finish", coordinator::to_string(o.last.finish)},
-                      {"rounds", o.last.stats.rounds},
-                      {"drafted", o.last.stats.drafted},
-                      {"accepted", o.last.stats.accepted}});
+      nlohmann::ordered_json r = {{"tokens", o.tokens},
+                                  {"finish", coordinator::to_string(o.last.finish)},
+                                  {"rounds", o.last.stats.rounds},
+                                  {"drafted", o.last.stats.drafted},
+                                  {"accepted", o.last.stats.accepted}};
+      if (o.last.error) r["error"] = {{"status", o.last.error->status}, {"message", o.last.error->message}};
+      reqs.push_back(std::move(r));
     }
   }
   j["requests"] = std::move(reqs);

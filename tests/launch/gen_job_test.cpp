@@ -143,5 +143,38 @@ TEST(GenJobDrafterDeath, RequestsFinishExactlyWithoutSpeculation) {
   EXPECT_GT(accepted(got), 0u) << "the drafter died before it drafted anything: the test did not test a death mid-load";
 }
 
+// The target rank is killed while the requests decode: each request still decoding fails with 503
+// naming the rank; none is lost (every one ends), and the job ends as today's exit policy says.
+TEST(GenJobTargetDeath, ItsRequestsFailWith503) {
+  TempDir dir;
+  const Prompts prompts = write_prompts(dir);
+  const std::string yaml = (dir.path() / "deploy.yaml").string();
+  std::ofstream(yaml) << "backend: {name: cpu, threads: 1}\n"
+                         "models:\n"
+                         "  target: {dir: " + kModels + "pylm, tokenizer: " + kModels + "pylm/tokenizer.json}\n"
+                         "  drafter: {dir: " + kModels + "pylm-dflash}\n"
+                         "generation: {slots: 8, kv_capacity: 512, block_size: 8}\n"
+                         "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
+                         "ranks:\n  - role: coordinator\n  - role: target\n  - role: drafter\n";
+  auto job = run_command({"mpirun", "--oversubscribe", "--enable-recovery", "-x", "TANDEM_GEN_JOB_KILL=1:1500", "-np",
+                          "3", TANDEM_GEN_JOB, yaml, prompts.file, "300", "0", "0"},
+                         dir.path() / "job.log");
+  const json got = last_json_line(job.output);
+  ASSERT_TRUE(got.is_object()) << job.output;
+  ASSERT_EQ(got.at("requests").size(), prompts.ids.size());
+  size_t failed = 0;
+  for (const json& r : got.at("requests")) {
+    if (r.at("finish") != "failed") continue;
+    ++failed;
+    EXPECT_EQ(r.at("error").at("status"), 503) << r.dump();
+    EXPECT_EQ(r.at("error").at("message").get<std::string>().rfind(
+                  "rank 1 (target, cpu) died while generating: no heartbeat for ", 0),
+              0u)
+        << r.dump();
+  }
+  EXPECT_GT(failed, 0u) << "the target died after every request had finished: the test did not test a death mid-load";
+  EXPECT_EQ(got.at("problem"), "rank 1 (target, cpu) is dead") << job.output;
+}
+
 }  // namespace
 }  // namespace tandem::testing
