@@ -15,8 +15,13 @@
 
 namespace tandem::config {
 
-enum class Role : uint8_t { kCoordinator, kScorer, kTarget, kDrafter, kTargetDrafter };
-const char* to_string(Role role);  // "coordinator", "scorer", "target", "drafter", "target+drafter"
+// kGenerator: a target and its drafter in one rank (one GPU); kTarget and kDrafter: the two apart, paired
+// by Rank::target (architecture.md "A speculative round, drafter on another GPU").
+enum class Role : uint8_t { kCoordinator, kScorer, kTarget, kDrafter, kGenerator };
+const char* to_string(Role role);  // "coordinator", "scorer", "target", "drafter", "generator"
+// Whether the role runs a target model (target, generator) or a drafter (drafter, generator).
+bool runs_target(Role role);
+bool runs_drafter(Role role);
 
 struct Listener {
   std::string host = "127.0.0.1";
@@ -67,6 +72,32 @@ struct Model {
 struct Rank {
   Role role = Role::kScorer;
   Backend backend;  // the top-level backend with this rank's overrides
+  int target = -1;  // a drafter: the MPI rank of the target it drafts for; -1 otherwise
+};
+
+// How verify treats temperature > 0 (engine/spec VerifyMode): sample-and-match or rejection sampling.
+enum class Verify : uint8_t { kMatch, kReject };
+const char* to_string(Verify v);  // "match", "reject"
+
+// One row of the draft-length schedule: from `batch` requests decoding on a target up, rounds draft
+// blocks of `block` rows (0: no speculation; serving.md, vLLM #42505).
+struct DraftStep {
+  uint32_t batch = 1;
+  uint32_t block = 0;
+};
+
+// The generation service (architecture.md "A speculative round"): per target rank.
+struct Generation {
+  uint32_t block_size = 0;            // 0: the drafter's config block_size
+  uint32_t slots = 8;                 // requests decoding at once per target rank (KV cache slots)
+  uint32_t kv_capacity = 0;           // positions per slot; 0: the target's max_position_embeddings
+  uint32_t max_queue_requests = 256;  // waiting for a slot; beyond it: 429
+  Verify verify = Verify::kMatch;
+  bool overlap = true;                // drafters draft round k+1 while their target verifies round k
+  std::vector<DraftStep> draft_schedule;  // ascending batch; empty: block_size at every batch size
+
+  // The block size of a round with `batch` requests (0: plain decoding); `fallback` is block_size resolved.
+  uint32_t block_for(uint32_t batch, uint32_t fallback) const;
 };
 
 struct Deployment {
@@ -77,11 +108,14 @@ struct Deployment {
   Health health;
   std::string buckets = "default";  // "default" or the absolute path of a bucket table
   ir::BucketTable bucket_table;     // loaded and checked: has a "compat" stage
-  std::map<Role, Model> models;     // one per role that some rank has (kTargetDrafter uses both)
+  Generation generation;            // read when a rank runs a target or a drafter
+  std::map<Role, Model> models;     // one per role that some rank has (kGenerator uses target and drafter)
   std::vector<Rank> ranks;          // index = MPI rank; ranks[0] is the coordinator
 
   uint32_t count(Role role) const;
   const Model* model(Role role) const;
+  bool serves_generation() const;  // some rank runs a target
+  bool serves_scoring() const;     // some rank is a scorer
 };
 
 // The compat buckets a scorer deployment serves: each bucket up to and including the first that holds

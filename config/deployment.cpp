@@ -11,9 +11,29 @@ const char* to_string(Role role) {
     case Role::kScorer: return "scorer";
     case Role::kTarget: return "target";
     case Role::kDrafter: return "drafter";
-    case Role::kTargetDrafter: return "target+drafter";
+    case Role::kGenerator: return "generator";
   }
   return "unknown";
+}
+
+bool runs_target(Role role) { return role == Role::kTarget || role == Role::kGenerator; }
+bool runs_drafter(Role role) { return role == Role::kDrafter || role == Role::kGenerator; }
+
+const char* to_string(Verify v) {
+  switch (v) {
+    case Verify::kMatch: return "match";
+    case Verify::kReject: return "reject";
+  }
+  return "unknown";
+}
+
+uint32_t Generation::block_for(uint32_t batch, uint32_t fallback) const {
+  uint32_t block = fallback;
+  for (const DraftStep& s : draft_schedule) {
+    if (s.batch > batch) break;
+    block = s.block;
+  }
+  return block;
 }
 
 uint32_t Deployment::count(Role role) const {
@@ -26,6 +46,15 @@ const Model* Deployment::model(Role role) const {
   auto it = models.find(role);
   return it == models.end() ? nullptr : &it->second;
 }
+
+bool Deployment::serves_generation() const {
+  for (const Rank& r : ranks) {
+    if (runs_target(r.role)) return true;
+  }
+  return false;
+}
+
+bool Deployment::serves_scoring() const { return count(Role::kScorer) > 0; }
 
 Result<ir::BucketTable> serving_buckets(const Deployment& d) {
   std::string text;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "config/config.h"
+#include "config/generation_impl.h"
 #include "config/yaml_map_impl.h"
 
 namespace tandem::config {
@@ -21,16 +22,16 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::array<std::string_view, 5> kRoleNames = {"coordinator", "scorer", "target", "drafter",
-                                                        "target+drafter"};
+                                                        "generator"};
 constexpr std::array<std::string_view, 3> kModelRoles = {"scorer", "target", "drafter"};
 constexpr std::array<std::string_view, 2> kBackends = {"cpu", "cuda"};
-constexpr std::array<std::string_view, 2> kPrecisions = {"f32", "f16"};
+constexpr std::array<std::string_view, 3> kPrecisions = {"f32", "f16", "bf16"};
 
 Role role_of(std::string_view name) {
   if (name == "coordinator") return Role::kCoordinator;
   if (name == "target") return Role::kTarget;
   if (name == "drafter") return Role::kDrafter;
-  if (name == "target+drafter") return Role::kTargetDrafter;
+  if (name == "generator") return Role::kGenerator;
   return Role::kScorer;  // the names were checked against kRoleNames
 }
 
@@ -148,9 +149,14 @@ Result<std::map<Role, Model>> read_models(YamlMap& top, const std::string& base_
                         fmt::format("'{}' ({}) is not a directory; allowed: a model directory", dir, model.dir));
     }
     TANDEM_ASSIGN(model.name, mm.string("name", fs::path(model.dir).filename().string()));
+    // The scorer's tokenizer sits where Laya puts it, the target's where HF does; a drafter uses its target's.
+    if (role_name != "drafter") {
+      const bool tokenizer_given = mm.has("tokenizer");
+      TANDEM_ASSIGN(std::string tokenizer,
+                    mm.string("tokenizer", role_name == "scorer" ? "tokenizer/tokenizer.json" : "tokenizer.json"));
+      model.tokenizer = tokenizer_given ? resolve(base_dir, tokenizer) : resolve(model.dir, tokenizer);
+    }
     const bool tokenizer_given = mm.has("tokenizer");
-    TANDEM_ASSIGN(std::string tokenizer, mm.string("tokenizer", "tokenizer/tokenizer.json"));
-    model.tokenizer = tokenizer_given ? resolve(base_dir, tokenizer) : resolve(model.dir, tokenizer);
     if (role_name == "scorer" && !fs::is_regular_file(model.tokenizer, ec)) {
       return yaml_error(tokenizer_given ? mm.child("tokenizer") : mm.place(),
                         tokenizer_given ? mm.get("tokenizer") : mm.node(),
@@ -186,7 +192,7 @@ Result<std::vector<Rank>> read_ranks(YamlMap& top, const Backend& base, bool bas
       return yaml_error(m.child("role"), m.get("role"),
                         coordinator_slot ? fmt::format("'{}' is not allowed for the first rank; allowed: coordinator", role)
                                          : std::string("only the first rank may be the coordinator; allowed: "
-                                                       "scorer, target, drafter, target+drafter"));
+                                                       "scorer, target, drafter, generator"));
     }
     if (rank.role == Role::kCoordinator) {
       TANDEM_TRY(m.finish());  // the coordinator runs no model: backend keys are typos here
@@ -196,11 +202,19 @@ Result<std::vector<Rank>> read_ranks(YamlMap& top, const Backend& base, bool bas
     rank.backend = base;
     bool device_set = base_device_set;
     TANDEM_TRY(read_backend_fields(m, "backend", rank.backend, device_set));
+    if (rank.role == Role::kDrafter) {
+      TANDEM_ASSIGN(rank.target, read_drafter_target(m, list[i], out));
+    }
     if (rank.backend.name == "cuda" && !device_set) rank.backend.device = static_cast<int>(cuda_index);
     if (rank.backend.name == "cuda") ++cuda_index;
     if (rank.backend.name == "cpu" && rank.backend.precision != ir::Precision::kF32) {
       return yaml_error(m.child("precision"), m.has("precision") ? m.get("precision") : list[i],
-                        "f16 is not supported by the cpu backend; allowed: f32");
+                        fmt::format("{} is not supported by the cpu backend; allowed: f32",
+                                    ir::to_string(rank.backend.precision)));
+    }
+    if (rank.role == Role::kScorer && rank.backend.precision == ir::Precision::kBF16) {
+      return yaml_error(m.child("precision"), m.has("precision") ? m.get("precision") : list[i],
+                        "bf16 is for target, drafter and generator ranks; allowed for a scorer: f32, f16");
     }
     TANDEM_TRY(m.finish());
     out.push_back(rank);
@@ -212,7 +226,7 @@ Status check_models(const Deployment& d, YamlMap& top) {
   auto needs = [&](Role model_role) {
     for (const Rank& r : d.ranks) {
       if (r.role == model_role) return true;
-      if (r.role == Role::kTargetDrafter && (model_role == Role::kTarget || model_role == Role::kDrafter)) return true;
+      if (r.role == Role::kGenerator && (model_role == Role::kTarget || model_role == Role::kDrafter)) return true;
     }
     return false;
   };
@@ -279,13 +293,16 @@ Result<Deployment> parse_root(const YAML::Node& root, const std::string& origin,
     TANDEM_TRY(read_backend_fields(m, "name", base, base_device_set));
     if (base.name == "cpu" && base.precision != ir::Precision::kF32) {
       return yaml_error(m.child("precision"), m.get("precision"),
-                        "f16 is not supported by the cpu backend; allowed: f32");
+                        fmt::format("{} is not supported by the cpu backend; allowed: f32",
+                                    ir::to_string(base.precision)));
     }
     TANDEM_TRY(m.finish());
   }
+  TANDEM_ASSIGN(d.generation, read_generation(top));
   TANDEM_ASSIGN(d.models, read_models(top, base_dir));
   TANDEM_ASSIGN(d.ranks, read_ranks(top, base, base_device_set));
   TANDEM_TRY(check_models(d, top));
+  TANDEM_TRY(check_generation(d, top));
   TANDEM_TRY(check_buckets(d, top, base_dir));
   TANDEM_TRY(top.finish());
   return d;

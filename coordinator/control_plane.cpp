@@ -38,6 +38,7 @@ struct ControlPlane::Impl {
   std::optional<Clock::time_point> first_death;
   std::atomic<bool> lost{false};
   worker::IdleBackoff backoff;
+  RoundEvents* rounds = nullptr;
 };
 
 bool ControlPlane::Impl::step() {
@@ -94,6 +95,7 @@ void ControlPlane::Impl::handle(int source, worker::Message message) {
   if (auto* ready = std::get_if<worker::Ready>(&message)) {
     log::info("{} ready: model {} on {} ({}), weights {:.1f} MB, plans {:.1f} MB", who, ready->model, ready->backend,
               ready->device, double(ready->weight_bytes) / 1e6, double(ready->plan_bytes) / 1e6);
+    if (rounds != nullptr) rounds->on_ready(source, *ready);
     ranks.set_ready(source, std::move(*ready));
   } else if (auto* failed = std::get_if<worker::LoadFailed>(&message)) {
     log::error("{} failed to load: {}", who, failed->message);
@@ -102,6 +104,10 @@ void ControlPlane::Impl::handle(int source, worker::Message message) {
     on_done(source, std::move(*done));
   } else if (auto* bf = std::get_if<worker::BatchFailed>(&message)) {
     on_failed(source, *bf);
+  } else if (auto* rd = std::get_if<worker::RoundDone>(&message)) {
+    if (rounds != nullptr) rounds->on_round_done(source, std::move(*rd));
+  } else if (auto* rf = std::get_if<worker::RoundFailed>(&message)) {
+    if (rounds != nullptr) rounds->on_round_failed(source, *rf);
   } else if (std::holds_alternative<worker::Bye>(message)) {
     ranks.set_gone(source);
   }
@@ -154,9 +160,26 @@ void ControlPlane::Impl::declare_dead(int rank, const std::string& why) {
   auto lost_batches = ranks.set_dead(rank, why);
   transport.abandon(rank);
   lost = true;
+  // Its peers stop waiting for it (a target for its drafter's replies, a drafter for its target).
+  const auto peer_lost = worker::encode(worker::PeerLost{rank, why});
+  for (const RankView& v : ranks.view()) {
+    if (v.role == config::Role::kCoordinator || v.rank == rank || v.state == RankState::kDead ||
+        v.state == RankState::kGone) {
+      continue;
+    }
+    Status s = transport.send(v.rank, worker::Tag::kCommand, peer_lost);
+    if (!s.ok()) log::warn("telling {} that {} is lost: {}", v.name, who, s.error().message());
+  }
+  // A drafter's death degrades the job (its target decodes plainly) but does not end it.
+  if (topology.role_of(rank) == config::Role::kDrafter) {
+    log::error("{} is dead: {}; its target decodes its requests without drafts (degraded)", who, why);
+    if (rounds != nullptr) rounds->on_dead(rank, why);
+    return;
+  }
   if (!first_death) first_death = Clock::now();
   log::error("{} is dead: {}; failing its {} batches in flight; the job exits in {} ms (health.exit_grace_ms)", who,
              why, lost_batches.size(), health.exit_grace_ms);
+  if (rounds != nullptr) rounds->on_dead(rank, why);
   const ApiError error = unavailable(fmt::format("{} died while answering: {}", who, why));
   for (const auto& b : lost_batches) {
     metrics.count_batch_failure(rank);
@@ -253,6 +276,8 @@ bool ControlPlane::shutdown_workers(std::chrono::milliseconds wait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
+
+void ControlPlane::set_round_events(RoundEvents* events) { impl_->rounds = events; }
 
 bool ControlPlane::lost_a_rank() const { return impl_->lost.load(); }
 

@@ -1,7 +1,8 @@
 // ControlPlane: the coordinator's MPI side, run on the thread that made the MPI session (FUNNELED).
 // It heartbeats the workers, takes their reports (ready, load failure, results, goodbyes), sends the
 // batcher's batches, and declares a worker dead after health.dead_after_ms of silence: its batches in
-// flight fail with 503, /health names it, and after health.exit_grace_ms the job ends non-zero.
+// flight fail with 503, /health names it, and after health.exit_grace_ms the job ends non-zero. Target
+// ranks' round answers go to the generation side (RoundEvents).
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include "coordinator/batcher.h"
 #include "coordinator/metrics.h"
 #include "coordinator/rank_table.h"
+#include "coordinator/round_scheduler.h"
 #include "worker/worker.h"
 
 namespace tandem::coordinator {
@@ -41,6 +43,8 @@ class ControlPlane {
   void abort_workers(const std::string& reason);
   // Asks live workers to shut down; true when all of them said goodbye within `wait`.
   bool shutdown_workers(std::chrono::milliseconds wait);
+  // Where target ranks' readiness, round answers and deaths go (the generation service); none: ignored.
+  void set_round_events(RoundEvents* events);
   // Whether any worker died (MPI_Finalize would then wait forever).
   bool lost_a_rank() const;
 

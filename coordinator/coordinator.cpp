@@ -10,7 +10,10 @@
 #include "coordinator/batcher.h"
 #include "coordinator/control_plane.h"
 #include "coordinator/decision_frontend.h"
+#include "coordinator/generation_api.h"
+#include "coordinator/generation_frontend.h"
 #include "coordinator/http_server.h"
+#include "coordinator/round_scheduler.h"
 #include "coordinator/routes.h"
 #include "engine/core/log.h"
 
@@ -22,6 +25,36 @@ namespace {
 constexpr auto kAnswerDrain = std::chrono::milliseconds(300);
 constexpr auto kWorkDrain = std::chrono::seconds(10);
 constexpr auto kGoodbyeWait = std::chrono::seconds(5);
+
+// What rank 0 opens itself while the workers load: the scorer's tokenizer and layout, the target's
+// tokenizer and chat template (either may be absent).
+struct Rank0Models {
+  std::unique_ptr<DecisionFrontend> scorer;
+  std::unique_ptr<GenerationFrontend> generation;
+};
+
+Result<Rank0Models> open_rank0_models(const config::Deployment& d) {
+  Rank0Models m;
+  if (const config::Model* scorer = d.serves_scoring() ? d.model(config::Role::kScorer) : nullptr) {
+    TANDEM_ASSIGN(m.scorer, DecisionFrontend::load(*scorer));
+  }
+  if (const config::Model* target = d.serves_generation() ? d.model(config::Role::kTarget) : nullptr) {
+    auto g = GenerationFrontend::load(target->name, target->dir, target->tokenizer);
+    if (!g.ok()) return std::move(g).error().context(fmt::format("the target model {}", target->dir));
+    m.generation = std::move(g).value();
+  }
+  return m;
+}
+
+std::string rank0_dirs(const config::Deployment& d) {
+  std::string out;
+  for (config::Role r : {config::Role::kScorer, config::Role::kTarget}) {
+    const config::Model* m = d.model(r);
+    if (m == nullptr || (r == config::Role::kScorer ? !d.serves_scoring() : !d.serves_generation())) continue;
+    out += (out.empty() ? "" : " and ") + m->dir;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -43,11 +76,15 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
     log::error("{}", why);
     return end_job(code, why);
   };
-  const config::Model* model = deployment.model(config::Role::kScorer);
-  if (model == nullptr || topology.workers().size() != topology.ranks_with(config::Role::kScorer).size()) {
-    return fail(kExitError, fmt::format("{}: tandem serve runs scorer ranks only (target and drafter roles are "
-                                        "not served yet)",
+  if (!deployment.serves_scoring() && !deployment.serves_generation()) {
+    return fail(kExitError, fmt::format("{}: no rank scores or runs a target model (roles scorer, generator, target)",
                                         deployment.origin));
+  }
+  if (deployment.serves_scoring() && deployment.model(config::Role::kScorer) == nullptr) {
+    return fail(kExitError, fmt::format("{}: scorer ranks without a scorer model", deployment.origin));
+  }
+  if (deployment.serves_generation() && deployment.model(config::Role::kTarget) == nullptr) {
+    return fail(kExitError, fmt::format("{}: target ranks without a target model", deployment.origin));
   }
   auto buckets = config::serving_buckets(deployment);
   if (!buckets.ok()) return fail(kExitError, buckets.error().message());
@@ -56,6 +93,10 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
   worker::BlockingQueue<Dispatch> outbox;
   Batcher batcher(deployment, buckets.value(), ranks, outbox, metrics);
   Api api(deployment, buckets.value(), batcher, ranks, metrics);
+  // The round scheduler hears of every target rank's readiness, so it exists before the wait. The
+  // generation routes open once rank 0 has the target's tokenizer; both outlive the server.
+  std::unique_ptr<RoundScheduler> scheduler = make_generation_service(deployment, topology, outbox, control);
+  std::unique_ptr<GenerationApi> generation;
   auto server = HttpServer::start(deployment.server, deployment.limits, api);
   if (!server.ok()) {
     batcher.stop(unavailable("the server could not start"));
@@ -66,17 +107,18 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
 
   // Rank 0 opens the model and tokenizer while the workers load theirs; the control plane keeps
   // heartbeating meanwhile. A detached thread: a load cannot be cancelled, and must not hold up an exit.
-  auto loading = std::make_shared<std::promise<Result<std::unique_ptr<DecisionFrontend>>>>();
+  auto loading = std::make_shared<std::promise<Result<Rank0Models>>>();
   auto loaded = loading->get_future();
-  std::thread([loading, m = *model] { loading->set_value(DecisionFrontend::load(m)); }).detach();
-  log::info("waiting for {} workers to load {}", topology.workers().size(), model->dir);
+  std::thread([loading, d = deployment] { loading->set_value(open_rank0_models(d)); }).detach();
+  const std::string dirs = rank0_dirs(deployment);
+  log::info("waiting for {} workers to load {}", topology.workers().size(), dirs);
   // Rank 0's own load failing (a tokenizer this build cannot read, say) ends the start-up at once
   // instead of after every worker has loaded its weights.
-  std::optional<Result<std::unique_ptr<DecisionFrontend>>> opened;
+  std::optional<Result<Rank0Models>> opened;
   auto rank0_failed = [&]() -> Status {
     if (!opened && loaded.wait_for(std::chrono::seconds(0)) == std::future_status::ready) opened = loaded.get();
     if (opened && !opened->ok()) {
-      return Error::make(ErrorKind::kUnavailable, "rank 0 cannot open the scorer model: {}", opened->error().message());
+      return Error::make(ErrorKind::kUnavailable, "rank 0 cannot open {}: {}", dirs, opened->error().message());
     }
     return ok_status();
   };
@@ -91,11 +133,15 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
                 std::chrono::seconds(deployment.health.startup_timeout_s));
   if (Status s = rank0_failed(); !s.ok()) return fail(kExitStartup, s.error().message());
   if (!opened) {
-    return fail(kExitStartup, fmt::format("rank 0 did not open {} within {} s (health.startup_timeout_s)", model->dir,
+    return fail(kExitStartup, fmt::format("rank 0 did not open {} within {} s (health.startup_timeout_s)", dirs,
                                           deployment.health.startup_timeout_s));
   }
-  auto& frontend = *opened;
-  api.open(*frontend.value());
+  const Rank0Models& models = opened->value();
+  if (models.scorer) api.open(*models.scorer);
+  if (models.generation) {
+    generation = std::make_unique<GenerationApi>(*models.generation, scheduler.get(), metrics);
+    api.open_generation(*generation);
+  }
   on_listening(server.value()->port());
 
   int code = control.serve(outbox, stop);
@@ -105,11 +151,15 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
   server.value()->stop_accepting();
   if (code == kExitClean) {
     log::info("stopping: finishing the work in hand");
-    control.drain(outbox, [&] { return batcher.depth() == 0 && ranks.inflight_batches() == 0; }, kWorkDrain);
+    control.drain(outbox, [&] {
+      const bool generating = scheduler && (scheduler->queued() > 0 || scheduler->decoding() > 0);
+      return batcher.depth() == 0 && ranks.inflight_batches() == 0 && !generating;
+    }, kWorkDrain);
   }
   const std::string why = code == kExitClean ? std::string("the server is shutting down")
                                              : ranks.problem().value_or("a rank died");
   batcher.stop(unavailable(why));
+  if (scheduler) scheduler->stop(unavailable(why));
   control.abandon_inflight(unavailable(why));
   std::this_thread::sleep_for(kAnswerDrain);
   server.value()->stop();

@@ -80,13 +80,13 @@ class Run : public std::enable_shared_from_this<Run> {
       observe(ev);
       const size_t before = text_.tokens().size();
       std::string piece = text_.push(ev.tokens);
-      const std::vector<uint32_t> ids(text_.tokens().begin() + static_cast<std::ptrdiff_t>(before),
-                                      text_.tokens().end());
+      std::vector<uint32_t> ids(text_.tokens().begin() + static_cast<std::ptrdiff_t>(before), text_.tokens().end());
       if (stream_ && (!piece.empty() || (token_ids_ && !ids.empty() && !text_.stopped()))) {
-        // The ids of the final piece go with the finishing chunk.
+        // The ids of the final piece go with the finishing chunk; ids sent here are not sent again.
         if (!text_.stopped()) {
           send(chunk_event(who_, piece, nullptr, token_ids_ ? &ids : nullptr));
           piece.clear();
+          ids.clear();
         }
       }
       if (text_.stopped()) {

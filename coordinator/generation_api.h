@@ -31,6 +31,7 @@ class GenerationApi final : public HttpHandler {
   void record(const std::string& target, unsigned status, double seconds) override;
   // This model's entry of GET /v1/models.
   nlohmann::json model_entry() const;
+  const GenerationService* service() const { return service_; }
 
  private:
   void complete(bool chat, const HttpRequest& request, const std::shared_ptr<Exchange>& exchange);

@@ -66,25 +66,8 @@ void GenerationMetrics::count_cancelled(std::string_view reason) {
   ++cancelled_[std::string(reason)];
 }
 
-void GenerationMetrics::observe_round(const RoundTiming& t) {
-  std::lock_guard lock(mutex_);
-  ++rounds_;
-  const std::pair<const char*, double> phases[] = {
-      {"draft", t.draft}, {"transfer", t.transfer}, {"verify", t.verify}, {"settle", t.settle}};
-  for (const auto& [phase, seconds] : phases) {
-    round_seconds_.try_emplace(phase, kPhaseBounds).first->second.observe(seconds);
-  }
-}
 
-void GenerationMetrics::count_bytes(int from_rank, int to_rank, uint64_t bytes) {
-  std::lock_guard lock(mutex_);
-  bytes_[{from_rank, to_rank}] += bytes;
-}
 
-void GenerationMetrics::set_kv_slots(int rank, uint64_t in_use) {
-  std::lock_guard lock(mutex_);
-  kv_slots_[rank] = in_use;
-}
 
 void GenerationMetrics::set_degraded(const std::string& pairing, std::optional<std::string> why) {
   std::lock_guard lock(mutex_);
@@ -136,21 +119,6 @@ void GenerationMetrics::render(std::string& out) const {
          "Generations cancelled: the client left, its deadline passed, or a stop string matched.");
   for (const auto& [reason, n] : cancelled_) {
     out += fmt::format("tandem_generation_cancelled_total{{reason=\"{}\"}} {}\n", reason, n);
-  }
-  header(out, "tandem_generation_rounds_total", "counter", "Speculative rounds the scheduler ran.");
-  out += fmt::format("tandem_generation_rounds_total {}\n", rounds_);
-  header(out, "tandem_generation_round_phase_seconds", "histogram",
-         "A round's time by phase: draft, transfer, verify, settle.");
-  for (const auto& [phase, h] : round_seconds_) {
-    h.render(out, "tandem_generation_round_phase_seconds", fmt::format("phase=\"{}\"", phase));
-  }
-  header(out, "tandem_generation_bytes_total", "counter", "Bytes moved between ranks by the data plane.");
-  for (const auto& [link, n] : bytes_) {
-    out += fmt::format("tandem_generation_bytes_total{{from=\"{}\",to=\"{}\"}} {}\n", link.first, link.second, n);
-  }
-  header(out, "tandem_generation_kv_slots_in_use", "gauge", "KV cache slots held by requests, per rank.");
-  for (const auto& [rank, n] : kv_slots_) {
-    out += fmt::format("tandem_generation_kv_slots_in_use{{rank=\"{}\"}} {}\n", rank, n);
   }
   header(out, "tandem_generation_pairing_degraded", "gauge", "1 for a target/drafter pairing serving without drafts.");
   for (const auto& [pairing, why] : degraded_) {

@@ -1,8 +1,8 @@
 // GenerationMetrics: the generation figures of /metrics (Prometheus text, counters and histograms only).
 // The HTTP side records what it sees per request (tokens generated, time to first token, inter-token
-// time, drafted and accepted tokens, acceptance per block position, finish reasons, cancellations); the
-// round scheduler records rounds, their draft/transfer/verify/settle split, bytes moved between ranks,
-// KV slots in use and degraded pairings. Thread-safe.
+// time, drafted and accepted tokens, acceptance per block position, finish reasons, cancellations) and
+// degraded pairings; the rank-level families (rounds, phases, bytes, KV slots) are the scheduler's own
+// (scheduler_metrics.h). Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -19,14 +19,6 @@
 
 namespace tandem::coordinator {
 
-// Where a speculative round's time went (seconds), as the scheduler measures it.
-struct RoundTiming {
-  double draft = 0;
-  double transfer = 0;
-  double verify = 0;
-  double settle = 0;
-};
-
 class GenerationMetrics {
  public:
   GenerationMetrics();
@@ -40,10 +32,6 @@ class GenerationMetrics {
   void count_finish(std::string_view endpoint, std::string_view reason);  // "length", "stop", "failed", ...
   void count_cancelled(std::string_view reason);  // "client_gone", "timeout", "stop_string"
 
-  // The round scheduler.
-  void observe_round(const RoundTiming& timing);
-  void count_bytes(int from_rank, int to_rank, uint64_t bytes);
-  void set_kv_slots(int rank, uint64_t in_use);
   // A target/drafter pairing that serves without speculation (its drafter is down...), or nullopt when
   // it is whole again. /health names them.
   void set_degraded(const std::string& pairing, std::optional<std::string> why);
@@ -63,10 +51,6 @@ class GenerationMetrics {
   std::vector<uint64_t> accepted_per_position_;
   std::map<std::pair<std::string, std::string>, uint64_t> finishes_;
   std::map<std::string, uint64_t> cancelled_;
-  uint64_t rounds_ = 0;
-  std::map<std::string, Histogram> round_seconds_;  // by phase
-  std::map<std::pair<int, int>, uint64_t> bytes_;
-  std::map<int, uint64_t> kv_slots_;
   std::map<std::string, std::string> degraded_;
 };
 

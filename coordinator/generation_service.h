@@ -8,8 +8,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <variant>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "coordinator/api_types.h"
@@ -65,6 +65,10 @@ class GenerationService {
   // What the HTTP side checks requests against.
   virtual uint32_t vocab() const = 0;
   virtual uint32_t max_context() const = 0;  // prompt + max_tokens (+ one block) must fit
+  // Why generation is degraded or down, for /health ("" when healthy), and the service's own
+  // Prometheus families for /metrics (the rank-level ones: rounds, phases, bytes, KV slots).
+  virtual std::string problem() const { return {}; }
+  virtual void render_metrics(std::string& out) const { (void)out; }
 };
 
 }  // namespace tandem::coordinator

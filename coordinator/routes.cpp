@@ -82,7 +82,7 @@ void Api::generate(HttpRequest request, const std::shared_ptr<Exchange>& exchang
   GenerationApi* generation = generation_.load(std::memory_order_acquire);
   if (generation == nullptr) {
     const std::string path(path_of(request.target));
-    if (deployment_.model(config::Role::kTarget) || deployment_.model(config::Role::kTargetDrafter)) {
+    if (deployment_.serves_generation()) {
       return exchange->reply(error_response(
           unavailable(fmt::format("the server is starting: the generation service behind {} is not open yet", path))));
     }
@@ -118,11 +118,22 @@ void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   }
   if (path == "/health") return exchange->reply(health());
   if (path == "/metrics") return exchange->reply(metrics());
+  if (!deployment_.serves_scoring()) {
+    if (path == "/v1/models") {
+      if (generation_.load(std::memory_order_acquire) == nullptr) {
+        return exchange->reply(error_response(unavailable(fmt::format("the server is starting: {}", starting()))));
+      }
+      return exchange->reply(models(nullptr));
+    }
+    return exchange->reply(error_response(ApiError{
+        404, fmt::format("{} is not served here: the deployment has no scorer ranks", path), "not_found",
+        std::nullopt}));
+  }
   const DecisionFrontend* scorer = scorer_.load(std::memory_order_acquire);
   if (scorer == nullptr) {
     return exchange->reply(error_response(unavailable(fmt::format("the server is starting: {}", starting()))));
   }
-  if (path == "/v1/models") return exchange->reply(models(*scorer));
+  if (path == "/v1/models") return exchange->reply(models(scorer));
   if (!json_content_type(request.content_type)) {
     return exchange->reply(error_response(ApiError{
         415, fmt::format("Content-Type '{}' is not application/json", request.content_type), "unsupported_media_type",
@@ -135,9 +146,13 @@ void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
 
 std::string Api::starting() const {
   std::string loading = ranks_.problem().value_or("");
-  if (scorer_.load(std::memory_order_acquire) == nullptr) {
+  if (deployment_.serves_scoring() && scorer_.load(std::memory_order_acquire) == nullptr) {
     const config::Model* m = deployment_.model(config::Role::kScorer);
     loading += fmt::format("{}rank 0 is opening {}", loading.empty() ? "" : "; ", m ? m->dir : "the model");
+  }
+  if (deployment_.serves_generation() && generation_.load(std::memory_order_acquire) == nullptr) {
+    const config::Model* m = deployment_.model(config::Role::kTarget);
+    loading += fmt::format("{}rank 0 is opening {}", loading.empty() ? "" : "; ", m ? m->dir : "the target");
   }
   return loading;
 }
@@ -240,8 +255,15 @@ void Api::submit(std::vector<SequenceInput> sequences, const std::shared_ptr<Exc
 
 HttpResponse Api::health() const {
   std::optional<std::string> problem = ranks_.problem();
-  if (scorer_.load(std::memory_order_acquire) == nullptr) problem = "the server is starting: " + starting();
-  const auto degraded = metrics_.generation().degraded();
+  const bool scorer_missing = deployment_.serves_scoring() && scorer_.load(std::memory_order_acquire) == nullptr;
+  const GenerationApi* generation = generation_.load(std::memory_order_acquire);
+  if (scorer_missing || (deployment_.serves_generation() && generation == nullptr)) {
+    problem = "the server is starting: " + starting();
+  }
+  auto degraded = metrics_.generation().degraded();
+  if (generation != nullptr && generation->service() != nullptr) {
+    if (std::string why = generation->service()->problem(); !why.empty()) degraded.emplace_back("generation", why);
+  }
   json body = {{"status", problem ? "unavailable" : (degraded.empty() ? "ok" : "degraded")},
                {"ranks", ranks_json(ranks_.view())}};
   if (!degraded.empty()) {
@@ -255,7 +277,12 @@ HttpResponse Api::health() const {
   return json_response(503, body);
 }
 
-HttpResponse Api::models(const DecisionFrontend& scorer) const {
+HttpResponse Api::models(const DecisionFrontend* scorer) const {
+  json data = json::array();
+  if (const GenerationApi* generation = generation_.load(std::memory_order_acquire)) {
+    data.push_back(generation->model_entry());
+  }
+  if (scorer == nullptr) return json_response(200, {{"object", "list"}, {"data", std::move(data)}});
   json ranks = json::array();
   for (const RankView& v : ranks_.view()) {
     if (v.role != config::Role::kScorer) continue;
@@ -267,19 +294,16 @@ HttpResponse Api::models(const DecisionFrontend& scorer) const {
                      {"plan_bytes", v.info.plan_bytes}});
   }
   const config::Model* m = deployment_.model(config::Role::kScorer);
-  json model = {{"id", scorer.name()},
+  json model = {{"id", scorer->name()},
                 {"object", "model"},
                 {"owned_by", "tandem"},
                 {"role", "scorer"},
                 {"dir", m ? m->dir : ""},
-                {"vocab", scorer.vocab()},
-                {"max_len", scorer.laya().max_len},
-                {"head_max_len", scorer.laya().head_max_len},
+                {"vocab", scorer->vocab()},
+                {"max_len", scorer->laya().max_len},
+                {"head_max_len", scorer->laya().head_max_len},
                 {"ranks", std::move(ranks)}};
-  json data = json::array({std::move(model)});
-  if (const GenerationApi* generation = generation_.load(std::memory_order_acquire)) {
-    data.push_back(generation->model_entry());
-  }
+  data.insert(data.begin(), std::move(model));
   return json_response(200, {{"object", "list"}, {"data", std::move(data)}});
 }
 
@@ -293,6 +317,9 @@ HttpResponse Api::metrics() const {
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = metrics_.render(batcher_.depth(), gauges);
+  if (const GenerationApi* generation = generation_.load(std::memory_order_acquire)) {
+    if (generation->service() != nullptr) generation->service()->render_metrics(r.body);
+  }
   return r;
 }
 

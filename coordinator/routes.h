@@ -49,7 +49,7 @@ class Api final : public HttpHandler {
   // What is still loading, for 503s before open().
   std::string starting() const;
   HttpResponse health() const;
-  HttpResponse models(const DecisionFrontend& scorer) const;
+  HttpResponse models(const DecisionFrontend* scorer) const;  // null: a deployment without scorers
   HttpResponse metrics() const;
 
   const config::Deployment& deployment_;

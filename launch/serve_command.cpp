@@ -94,14 +94,20 @@ int serve(const ServeOptions& options) {
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGTERM, SIG_IGN);
   std::signal(SIGUSR1, SIG_IGN);
-  worker::RunnerFactory factory;
+  worker::RankFactory factory;
+  const config::Backend backend = topo.config().backend;
   if (topo.role() == config::Role::kScorer) {
     const config::Model model = *d.model(config::Role::kScorer);
-    const config::Backend backend = topo.config().backend;
-    factory = [model, backend, table = buckets.value()] { return worker::load_scorer(model, backend, table); };
+    factory = [model, backend, table = buckets.value()](worker::Mailbox&,
+                                                        worker::Outbox&) -> Result<std::unique_ptr<worker::RankRunner>> {
+      TANDEM_ASSIGN(auto runner, worker::load_scorer(model, backend, table));
+      return worker::serve_batches(std::move(runner));
+    };
+  } else if (config::runs_target(topo.role()) || config::runs_drafter(topo.role())) {
+    factory = worker::generation_rank_factory(d, topo);
   } else {
     const std::string role = config::to_string(topo.role());
-    factory = [role]() -> Result<std::unique_ptr<worker::BatchRunner>> {
+    factory = [role](worker::Mailbox&, worker::Outbox&) -> Result<std::unique_ptr<worker::RankRunner>> {
       return Error::make(ErrorKind::kUnsupported, "role {} is not served yet", role);
     };
   }

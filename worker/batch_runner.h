@@ -1,8 +1,11 @@
-// BatchRunner: what a worker runs its batches on. The scorer runner (load_scorer.cpp) wraps a
-// DecisionModel's Scorer; tests give run_worker a runner of their own.
+// BatchRunner: what a scorer worker runs its batches on. The scorer runner (load_scorer.cpp) wraps a
+// DecisionModel's Scorer; tests give run_worker a runner of their own. RankRunner: what any worker's
+// compute thread serves once loaded (a scorer's batch loop, a target's rounds, a drafter's link).
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <map>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,6 +16,8 @@
 #include "engine/core/result.h"
 #include "engine/ir/batch.h"
 #include "engine/ir/bucket.h"
+#include "worker/mailbox.h"
+#include "worker/topology.h"
 
 namespace tandem::worker {
 
@@ -24,6 +29,10 @@ struct RunnerInfo {
   uint64_t weight_bytes = 0;
   uint64_t plan_bytes = 0;
   uint32_t vocab = 0;
+  uint32_t slots = 0;        // generation ranks (worker::Ready)
+  uint32_t capacity = 0;
+  uint32_t block = 0;
+  uint32_t max_context = 0;
 };
 
 struct RunOutput {
@@ -43,9 +52,42 @@ class BatchRunner {
 // Called on the worker's compute thread, so heartbeats flow while it loads.
 using RunnerFactory = std::function<Result<std::unique_ptr<BatchRunner>>()>;
 
+class RankRunner {
+ public:
+  virtual ~RankRunner() = default;
+  virtual RunnerInfo info() const = 0;
+  // Serves until the mailbox closes: commands (and peer frames) in, results to `coordinator` through
+  // `out`. Never throws; a failure it cannot report ends it.
+  virtual void serve(Mailbox& mail, Outbox& out, int coordinator) = 0;
+};
+// Called on the compute thread with the rank's mailbox and outbox, which outlive the runner (peer
+// pipes are made on them, and a load may already talk to its peers: an NCCL unique id).
+using RankFactory = std::function<Result<std::unique_ptr<RankRunner>>(Mailbox&, Outbox&)>;
+// The scorer's loop: each RunBatch command run on `runner`, answered BatchDone or BatchFailed.
+std::unique_ptr<RankRunner> serve_batches(std::unique_ptr<BatchRunner> runner);
+
 // The scorer of a deployment rank: loads models.scorer, makes the rank's backend, and lowers every
 // serving bucket before it reports ready.
 Result<std::unique_ptr<BatchRunner>> load_scorer(const config::Model& model, const config::Backend& backend,
                                                  const ir::BucketTable& buckets);
+
+// The generator of a deployment rank: models.target and models.drafter on the rank's backend, with the
+// generation section's slots, KV capacity and block size; serves Round commands.
+Result<std::unique_ptr<RankRunner>> load_generator(const config::Model& target, const config::Model& drafter,
+                                                   const config::Backend& backend,
+                                                   const config::Generation& generation, int rank);
+// A target rank: models.target on the rank's backend, drafting through `links` (one per drafter rank
+// paired with it; models.drafter is read for its tap layers); a reply slower than `wait` fails the round.
+Result<std::unique_ptr<RankRunner>> load_target(const config::Model& target, const config::Model& drafter,
+                                                const config::Backend& backend, const config::Generation& generation,
+                                                int rank, std::map<int, std::unique_ptr<comm::Link>> links,
+                                                std::chrono::milliseconds wait);
+// A drafter rank: models.drafter (with models.target's embedding and head) serving the DraftAsks of
+// `target_rank` over the data plane until the rank stops or its target is lost.
+Result<std::unique_ptr<RankRunner>> load_drafter(const config::Model& target, const config::Model& drafter,
+                                                 const config::Backend& backend,
+                                                 const config::Generation& generation, int target_rank);
+// The runner factory of a generator, target or drafter rank of `d` (tandem serve and test jobs).
+RankFactory generation_rank_factory(const config::Deployment& d, const Topology& topology);
 
 }  // namespace tandem::worker

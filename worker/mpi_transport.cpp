@@ -26,7 +26,8 @@ bool known_tag(int tag) {
     case Tag::kCoordinatorBeat:
     case Tag::kStatus:
     case Tag::kResult:
-    case Tag::kWorkerBeat: return true;
+    case Tag::kWorkerBeat:
+    case Tag::kPeerData: return true;
   }
   return false;
 }

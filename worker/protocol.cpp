@@ -6,10 +6,133 @@
 #include <fmt/format.h>
 
 #include "engine/core/overloaded.h"
-#include "worker/wire_impl.h"
+#include "engine/core/wire.h"
 
 namespace tandem::worker {
 namespace {
+
+void write_round(WireWriter& w, const Round& r) {
+  w.u64(r.round);
+  w.u32(r.block);
+  w.u32s(r.releases);
+  w.u32(static_cast<uint32_t>(r.moves.size()));
+  for (const GenMove& m : r.moves) {
+    w.u32(m.slot);
+    w.i32(m.drafter);
+    w.u32(m.scratch);
+  }
+  w.u32(static_cast<uint32_t>(r.admits.size()));
+  for (const GenAdmit& a : r.admits) {
+    w.u64(a.request);
+    w.u32(a.slot);
+    w.i32(a.drafter);
+    w.u32(a.max_tokens);
+    w.f32(a.temperature);
+    w.f32(a.top_p);
+    w.u64(a.seed);
+    w.u32s(a.prompt);
+    w.u32s(a.stop_ids);
+  }
+}
+
+void write_round_done(WireWriter& w, const RoundDone& d) {
+  w.u64(d.round);
+  w.u32(static_cast<uint32_t>(d.results.size()));
+  for (const GenResult& g : d.results) {
+    w.u64(g.request);
+    w.u32(g.slot);
+    w.u32s(g.tokens);
+    w.u8(static_cast<uint8_t>(g.finish));
+    w.u32(g.drafted);
+    w.u32(g.accepted);
+  }
+  w.u32(d.slots_used);
+  w.u64(d.prefill_us);
+  w.u64(d.wait_us);
+  w.u64(d.verify_us);
+  w.u64(d.send_us);
+  w.u64(d.bytes_sent);
+  w.u64(d.bytes_received);
+  w.u32(static_cast<uint32_t>(d.drafters.size()));
+  for (const DrafterReport& r : d.drafters) {
+    w.i32(r.rank);
+    w.u32(r.slots_used);
+    w.u64(r.settle_us);
+    w.u64(r.draft_us);
+  }
+}
+
+// A list count that `unit` bytes per entry (at least) can fit in what is left, else 0 and an error.
+uint32_t entries(WireReader& r, const char* field, size_t unit) {
+  const uint32_t n = r.u32(field);
+  if (!r.failed() && uint64_t{n} * unit > r.left()) {
+    r.fail(fmt::format("{}: {} entries exceed the {} bytes left", field, n, r.left()));
+    return 0;
+  }
+  return r.failed() ? 0 : n;
+}
+
+Round read_round(WireReader& r) {
+  Round m;
+  m.round = r.u64("round");
+  m.block = r.u32("block");
+  m.releases = r.u32s("releases");
+  m.moves.resize(entries(r, "moves", 12));
+  for (GenMove& g : m.moves) {
+    g.slot = r.u32("moves.slot");
+    g.drafter = r.i32("moves.drafter");
+    g.scratch = r.u32("moves.scratch");
+  }
+  m.admits.resize(entries(r, "admits", 40));
+  for (GenAdmit& a : m.admits) {
+    a.request = r.u64("admits.request");
+    a.slot = r.u32("admits.slot");
+    a.drafter = r.i32("admits.drafter");
+    a.max_tokens = r.u32("admits.max_tokens");
+    a.temperature = r.f32("admits.temperature");
+    a.top_p = r.f32("admits.top_p");
+    a.seed = r.u64("admits.seed");
+    a.prompt = r.u32s("admits.prompt");
+    a.stop_ids = r.u32s("admits.stop_ids");
+  }
+  return m;
+}
+
+RoundDone read_round_done(WireReader& r) {
+  RoundDone d;
+  d.round = r.u64("round");
+  d.results.resize(entries(r, "results", 25));
+  for (GenResult& g : d.results) {
+    g.request = r.u64("results.request");
+    g.slot = r.u32("results.slot");
+    g.tokens = r.u32s("results.tokens");
+    const uint8_t finish = r.u8("results.finish");
+    if (!r.failed() && finish > static_cast<uint8_t>(GenFinish::kStop)) {
+      r.fail(fmt::format("results.finish: {} is not 0 (none), 1 (length) or 2 (stop)", finish));
+    }
+    g.finish = static_cast<GenFinish>(finish);
+    g.drafted = r.u32("results.drafted");
+    g.accepted = r.u32("results.accepted");
+    if (!r.failed() && g.accepted > g.drafted) {
+      r.fail(fmt::format("results.accepted: {} of {} drafts", g.accepted, g.drafted));
+    }
+  }
+  d.slots_used = r.u32("slots_used");
+  d.prefill_us = r.u64("prefill_us");
+  d.wait_us = r.u64("wait_us");
+  d.verify_us = r.u64("verify_us");
+  d.send_us = r.u64("send_us");
+  d.bytes_sent = r.u64("bytes_sent");
+  d.bytes_received = r.u64("bytes_received");
+  d.drafters.resize(entries(r, "drafters", 24));
+  for (DrafterReport& p : d.drafters) {
+    p.rank = r.i32("drafters.rank");
+    p.slots_used = r.u32("drafters.slots_used");
+    p.settle_us = r.u64("drafters.settle_us");
+    p.draft_us = r.u64("drafters.draft_us");
+  }
+  return d;
+}
 
 void write_body(WireWriter& w, const Message& m) {
   std::visit(Overloaded{
@@ -23,6 +146,11 @@ void write_body(WireWriter& w, const Message& m) {
                  },
                  [&](const Shutdown&) {},
                  [&](const Abort& a) { w.string(a.reason); },
+                 [&](const Round& r) { write_round(w, r); },
+                 [&](const PeerLost& p) {
+                   w.i32(p.rank);
+                   w.string(p.why);
+                 },
                  [&](const Ready& r) {
                    w.string(r.role);
                    w.string(r.model);
@@ -31,6 +159,10 @@ void write_body(WireWriter& w, const Message& m) {
                    w.u64(r.weight_bytes);
                    w.u64(r.plan_bytes);
                    w.u32(r.vocab);
+                   w.u32(r.slots);
+                   w.u32(r.capacity);
+                   w.u32(r.block);
+                   w.u32(r.max_context);
                  },
                  [&](const LoadFailed& f) { w.string(f.message); },
                  [&](const BatchDone& d) {
@@ -51,6 +183,11 @@ void write_body(WireWriter& w, const Message& m) {
                    w.string(f.message);
                  },
                  [&](const Bye&) {},
+                 [&](const RoundDone& d) { write_round_done(w, d); },
+                 [&](const RoundFailed& f) {
+                   w.u64(f.round);
+                   w.string(f.message);
+                 },
                  [&](const Heartbeat& h) { w.u64(h.seq); },
              },
              m);
@@ -78,6 +215,13 @@ Result<Message> read_body(MessageKind kind, WireReader& r) {
     }
     case MessageKind::kShutdown: return Message(Shutdown{});
     case MessageKind::kAbort: return Message(Abort{r.string("reason")});
+    case MessageKind::kRound: return Message(read_round(r));
+    case MessageKind::kPeerLost: {
+      PeerLost m;
+      m.rank = r.i32("rank");
+      m.why = r.string("why");
+      return Message(std::move(m));
+    }
     case MessageKind::kReady: {
       Ready m;
       m.role = r.string("role");
@@ -87,6 +231,10 @@ Result<Message> read_body(MessageKind kind, WireReader& r) {
       m.weight_bytes = r.u64("weight_bytes");
       m.plan_bytes = r.u64("plan_bytes");
       m.vocab = r.u32("vocab");
+      m.slots = r.u32("slots");
+      m.capacity = r.u32("capacity");
+      m.block = r.u32("block");
+      m.max_context = r.u32("max_context");
       return Message(std::move(m));
     }
     case MessageKind::kLoadFailed: return Message(LoadFailed{r.string("message")});
@@ -117,6 +265,13 @@ Result<Message> read_body(MessageKind kind, WireReader& r) {
       return Message(std::move(m));
     }
     case MessageKind::kBye: return Message(Bye{});
+    case MessageKind::kRoundDone: return Message(read_round_done(r));
+    case MessageKind::kRoundFailed: {
+      RoundFailed m;
+      m.round = r.u64("round");
+      m.message = r.string("message");
+      return Message(std::move(m));
+    }
     case MessageKind::kHeartbeat: return Message(Heartbeat{r.u64("seq")});
   }
   return Error::make(ErrorKind::kFormat, "message kind {} is unknown", static_cast<unsigned>(kind));
@@ -125,12 +280,16 @@ Result<Message> read_body(MessageKind kind, WireReader& r) {
 bool kind_allowed(MessageKind kind, Tag tag) {
   switch (tag) {
     case Tag::kCommand:
-      return kind == MessageKind::kRunBatch || kind == MessageKind::kShutdown || kind == MessageKind::kAbort;
+      return kind == MessageKind::kRunBatch || kind == MessageKind::kShutdown || kind == MessageKind::kAbort ||
+             kind == MessageKind::kRound || kind == MessageKind::kPeerLost;
     case Tag::kCoordinatorBeat:
     case Tag::kWorkerBeat: return kind == MessageKind::kHeartbeat;
     case Tag::kStatus:
       return kind == MessageKind::kReady || kind == MessageKind::kLoadFailed || kind == MessageKind::kBye;
-    case Tag::kResult: return kind == MessageKind::kBatchDone || kind == MessageKind::kBatchFailed;
+    case Tag::kResult:
+      return kind == MessageKind::kBatchDone || kind == MessageKind::kBatchFailed ||
+             kind == MessageKind::kRoundDone || kind == MessageKind::kRoundFailed;
+    case Tag::kPeerData: return false;  // data-plane frames are engine/comm's, never control messages
   }
   return false;
 }
@@ -140,11 +299,15 @@ bool known_kind(uint16_t kind) {
     case MessageKind::kRunBatch:
     case MessageKind::kShutdown:
     case MessageKind::kAbort:
+    case MessageKind::kRound:
+    case MessageKind::kPeerLost:
     case MessageKind::kReady:
     case MessageKind::kLoadFailed:
     case MessageKind::kBatchDone:
     case MessageKind::kBatchFailed:
     case MessageKind::kBye:
+    case MessageKind::kRoundDone:
+    case MessageKind::kRoundFailed:
     case MessageKind::kHeartbeat: return true;
   }
   return false;
@@ -159,6 +322,7 @@ const char* to_string(Tag tag) {
     case Tag::kStatus: return "status";
     case Tag::kResult: return "result";
     case Tag::kWorkerBeat: return "worker-heartbeat";
+    case Tag::kPeerData: return "peer-data";
   }
   return "unknown";
 }
@@ -168,11 +332,15 @@ const char* to_string(MessageKind kind) {
     case MessageKind::kRunBatch: return "RunBatch";
     case MessageKind::kShutdown: return "Shutdown";
     case MessageKind::kAbort: return "Abort";
+    case MessageKind::kRound: return "Round";
+    case MessageKind::kPeerLost: return "PeerLost";
     case MessageKind::kReady: return "Ready";
     case MessageKind::kLoadFailed: return "LoadFailed";
     case MessageKind::kBatchDone: return "BatchDone";
     case MessageKind::kBatchFailed: return "BatchFailed";
     case MessageKind::kBye: return "Bye";
+    case MessageKind::kRoundDone: return "RoundDone";
+    case MessageKind::kRoundFailed: return "RoundFailed";
     case MessageKind::kHeartbeat: return "Heartbeat";
   }
   return "unknown";
@@ -183,11 +351,15 @@ MessageKind kind_of(const Message& m) {
                         [](const RunBatch&) { return MessageKind::kRunBatch; },
                         [](const Shutdown&) { return MessageKind::kShutdown; },
                         [](const Abort&) { return MessageKind::kAbort; },
+                        [](const Round&) { return MessageKind::kRound; },
+                        [](const PeerLost&) { return MessageKind::kPeerLost; },
                         [](const Ready&) { return MessageKind::kReady; },
                         [](const LoadFailed&) { return MessageKind::kLoadFailed; },
                         [](const BatchDone&) { return MessageKind::kBatchDone; },
                         [](const BatchFailed&) { return MessageKind::kBatchFailed; },
                         [](const Bye&) { return MessageKind::kBye; },
+                        [](const RoundDone&) { return MessageKind::kRoundDone; },
+                        [](const RoundFailed&) { return MessageKind::kRoundFailed; },
                         [](const Heartbeat&) { return MessageKind::kHeartbeat; },
                     },
                     m);
@@ -197,12 +369,16 @@ Tag tag_for(const Message& m, bool from_coordinator) {
   switch (kind_of(m)) {
     case MessageKind::kRunBatch:
     case MessageKind::kShutdown:
-    case MessageKind::kAbort: return Tag::kCommand;
+    case MessageKind::kAbort:
+    case MessageKind::kRound:
+    case MessageKind::kPeerLost: return Tag::kCommand;
     case MessageKind::kReady:
     case MessageKind::kLoadFailed:
     case MessageKind::kBye: return Tag::kStatus;
     case MessageKind::kBatchDone:
-    case MessageKind::kBatchFailed: return Tag::kResult;
+    case MessageKind::kBatchFailed:
+    case MessageKind::kRoundDone:
+    case MessageKind::kRoundFailed: return Tag::kResult;
     case MessageKind::kHeartbeat: return from_coordinator ? Tag::kCoordinatorBeat : Tag::kWorkerBeat;
   }
   return Tag::kStatus;

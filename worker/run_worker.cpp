@@ -1,6 +1,7 @@
-// The worker rank's main loop (worker.h): the calling thread talks MPI (commands in, results and
-// heartbeats out) and a "compute" thread loads the runner and runs batches, so heartbeats keep flowing
-// through a long load or a long batch and the coordinator can tell slow from dead.
+// The worker rank's main loop (worker.h): the calling thread talks MPI (commands and peer frames in,
+// results, peer frames and heartbeats out) and a "compute" thread loads the runner and serves, so
+// heartbeats keep flowing through a long load, batch or round, and the coordinator can tell slow from
+// dead. The two meet in a Mailbox (in) and an Outbox (out).
 #include <exception>
 #include <thread>
 
@@ -10,57 +11,90 @@
 namespace tandem::worker {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// The two queues between the threads. Shared, so a compute thread left behind by an abnormal exit
-// never touches a dead stack frame.
-struct Queues {
-  BlockingQueue<RunBatch> inbox;
-  BlockingQueue<Message> outbox;
+// Shared, so a compute thread left behind by an abnormal exit never touches a dead stack frame.
+struct Shared {
+  Mailbox mail;
+  Outbox outbox;
+  std::atomic<bool> loaded{false};  // the compute thread reported Ready or LoadFailed: it is past the load
 };
 
-void compute_main(const RunnerFactory& factory, Queues& q) {
+void compute_main(const RankFactory& factory, Shared& s, int coordinator) {
   name_this_thread("compute");
-  std::unique_ptr<BatchRunner> runner;
+  auto report = [&](const Message& m) { s.outbox.push(Outgoing{coordinator, tag_for(m, false), encode(m)}); };
+  std::unique_ptr<RankRunner> runner;
   try {
-    auto made = factory();
+    auto made = factory(s.mail, s.outbox);
     if (!made.ok()) {
-      q.outbox.push(LoadFailed{made.error().message()});
+      report(LoadFailed{made.error().message()});
+      s.loaded = true;
       return;
     }
     runner = std::move(made).value();
-    const RunnerInfo info = runner->info();
-    q.outbox.push(Ready{info.role, info.model, info.backend, info.device, info.weight_bytes, info.plan_bytes,
-                        info.vocab});
+    const RunnerInfo i = runner->info();
+    report(Ready{i.role, i.model, i.backend, i.device, i.weight_bytes, i.plan_bytes, i.vocab, i.slots, i.capacity,
+                 i.block, i.max_context});
+    s.loaded = true;
   } catch (const std::exception& e) {
-    q.outbox.push(LoadFailed{std::string("exception while loading: ") + e.what()});
+    report(LoadFailed{std::string("exception while loading: ") + e.what()});
+    s.loaded = true;
     return;
   }
-  while (auto job = q.inbox.pop()) {
-    const auto start = Clock::now();
-    try {
-      auto out = runner->run(job->batch);
-      const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-      if (out.ok()) {
-        q.outbox.push(BatchDone{job->batch_id, static_cast<uint64_t>(us), out->bucket, std::move(out->logits),
-                                std::move(out->act)});
-      } else {
-        q.outbox.push(BatchFailed{job->batch_id, out.error().message()});
+  runner->serve(s.mail, s.outbox, coordinator);
+}
+
+class BatchLoop final : public RankRunner {
+ public:
+  explicit BatchLoop(std::unique_ptr<BatchRunner> runner) : runner_(std::move(runner)) {}
+  RunnerInfo info() const override { return runner_->info(); }
+  void serve(Mailbox& mail, Outbox& out, int coordinator) override {
+    auto report = [&](const Message& m) { out.push(Outgoing{coordinator, tag_for(m, false), encode(m)}); };
+    using Clock = std::chrono::steady_clock;
+    while (auto command = mail.pop_command(Clock::time_point::max())) {
+      auto* job = std::get_if<RunBatch>(&*command);
+      if (job == nullptr) {
+        log::warn("a scorer rank ignores {} commands", to_string(kind_of(*command)));
+        continue;
       }
-    } catch (const std::exception& e) {
-      q.outbox.push(BatchFailed{job->batch_id, std::string("exception while running: ") + e.what()});
+      const auto start = Clock::now();
+      try {
+        auto result = runner_->run(job->batch);
+        const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+        if (result.ok()) {
+          report(BatchDone{job->batch_id, static_cast<uint64_t>(us), result->bucket, std::move(result->logits),
+                           std::move(result->act)});
+        } else {
+          report(BatchFailed{job->batch_id, result.error().message()});
+        }
+      } catch (const std::exception& e) {
+        report(BatchFailed{job->batch_id, std::string("exception while running: ") + e.what()});
+      }
     }
   }
-}
+
+ private:
+  std::unique_ptr<BatchRunner> runner_;
+};
 
 }  // namespace
 
+std::unique_ptr<RankRunner> serve_batches(std::unique_ptr<BatchRunner> runner) {
+  return std::make_unique<BatchLoop>(std::move(runner));
+}
+
 int run_worker(Transport& transport, const Topology& topology, const config::Health& health,
                RunnerFactory factory) {
+  RankFactory rank = [factory = std::move(factory)](Mailbox&, Outbox&) -> Result<std::unique_ptr<RankRunner>> {
+    TANDEM_ASSIGN(std::unique_ptr<BatchRunner> runner, factory());
+    return serve_batches(std::move(runner));
+  };
+  return run_worker(transport, topology, health, std::move(rank));
+}
+
+int run_worker(Transport& transport, const Topology& topology, const config::Health& health, RankFactory factory) {
   name_this_thread("mpi");
-  auto queues = std::make_shared<Queues>();
-  std::thread compute([queues, factory = std::move(factory)] { compute_main(factory, *queues); });
   const int coordinator = topology.coordinator();
+  auto shared = std::make_shared<Shared>();
+  std::thread compute([shared, coordinator, factory = std::move(factory)] { compute_main(factory, *shared, coordinator); });
   const std::string me = topology.describe(topology.rank());
   const auto beat_every = std::chrono::milliseconds(health.heartbeat_ms);
   Clock::time_point next_beat = Clock::now();
@@ -68,17 +102,15 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
   bool heard = false;
   uint64_t beats = 0;
   int exit_code = 0;
-  bool loaded = false;  // the compute thread reported Ready or LoadFailed: it is past the load
   IdleBackoff backoff;
-  auto send = [&](const Message& m) {
-    Status s = transport.send(coordinator, tag_for(m, false), encode(m));
+  auto send = [&](int dest, Tag tag, std::vector<uint8_t> bytes) {
+    Status s = transport.send(dest, tag, std::move(bytes));
     if (!s.ok()) log::error("{}: {}", me, s.error().message());
   };
   for (;;) {
     bool active = false;
-    while (auto m = queues->outbox.try_pop()) {
-      loaded = loaded || std::holds_alternative<Ready>(*m) || std::holds_alternative<LoadFailed>(*m);
-      send(*m);
+    while (auto m = shared->outbox.try_pop()) {
+      send(m->dest, m->tag, std::move(m->bytes));
       active = true;
     }
     auto in = transport.poll();
@@ -87,17 +119,28 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
     } else if (in->has_value()) {
       active = true;
       Incoming& msg = **in;
-      auto decoded = decode(msg.bytes, msg.tag);
       if (msg.source != coordinator) {
-        log::warn("{}: ignoring a message from rank {}: workers take commands from the coordinator only", me,
-                  msg.source);
-      } else if (!decoded.ok()) {
+        if (msg.tag == Tag::kPeerData) {
+          shared->mail.push_peer(msg.source, std::move(msg.bytes));
+        } else {
+          log::warn("{}: ignoring a {} message from rank {}: peers send data-plane frames only", me,
+                    to_string(msg.tag), msg.source);
+        }
+        backoff.after(active);
+        continue;
+      }
+      auto decoded = decode(msg.bytes, msg.tag);
+      if (!decoded.ok()) {
         log::error("{}: {}", me, decoded.error().message());
       } else {
         last_heard = Clock::now();
         heard = true;
-        if (auto* run = std::get_if<RunBatch>(&*decoded)) {
-          queues->inbox.push(std::move(*run));
+        if (std::holds_alternative<RunBatch>(*decoded) || std::holds_alternative<Round>(*decoded)) {
+          shared->mail.push_command(std::move(decoded).value());
+        } else if (auto* lost = std::get_if<PeerLost>(&*decoded)) {
+          log::warn("{}: the coordinator says rank {} is lost: {}", me, lost->rank, lost->why);
+          transport.abandon(lost->rank);
+          shared->mail.lose_peer(lost->rank, lost->why);
         } else if (std::holds_alternative<Shutdown>(*decoded)) {
           break;
         } else if (auto* abort = std::get_if<Abort>(&*decoded)) {
@@ -109,7 +152,7 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
     }
     const auto now = Clock::now();
     if (now >= next_beat) {
-      send(Heartbeat{beats++});
+      send(coordinator, Tag::kWorkerBeat, encode(Heartbeat{beats++}));
       next_beat = now + beat_every;
     }
     // Before its first word the coordinator may still be starting; after it, silence means it is gone
@@ -125,19 +168,21 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
     }
     backoff.after(active);
   }
-  queues->inbox.close();
+  shared->mail.close();
   if (exit_code != 0) {
     compute.detach();  // it may be deep in a load; the process ends without waiting for it
     return exit_code;
   }
   // A Shutdown during the load (the job ends before it served: a busy port, another rank's failure)
   // says goodbye at once instead of after the load; the caller's process ends without waiting for it.
-  if (loaded) {
+  if (shared->loaded) {
     compute.join();
   } else {
     compute.detach();
   }
-  send(Bye{});
+  // What the compute thread sent last (a peer's final frames) leaves before the goodbye.
+  while (auto m = shared->outbox.try_pop()) send(m->dest, m->tag, std::move(m->bytes));
+  send(coordinator, Tag::kStatus, encode(Bye{}));
   const auto deadline = Clock::now() + std::chrono::seconds(2);
   while (transport.pending() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return 0;

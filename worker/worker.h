@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "worker/batch_runner.h"
+#include "worker/mailbox.h"
 #include "worker/mpi_session.h"
 #include "worker/protocol.h"
 #include "worker/queue.h"
@@ -20,5 +21,8 @@ namespace tandem::worker {
 // running (it holds only copies), so a process that returns from here ends with std::_Exit.
 int run_worker(Transport& transport, const Topology& topology, const config::Health& health,
                RunnerFactory factory);
+// The same for any role: `factory` makes the rank's runner (a scorer's batch loop, a target's rounds, a
+// drafter's link) on the compute thread, with the mailbox and outbox it serves from.
+int run_worker(Transport& transport, const Topology& topology, const config::Health& health, RankFactory factory);
 
 }  // namespace tandem::worker

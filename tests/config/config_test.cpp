@@ -172,7 +172,12 @@ TEST_F(ConfigTest, CpuRejectsF16) {
 }
 
 TEST_F(ConfigTest, UnknownPrecision) {
-  expect_error(kMinimal + "backend: {precision: bf16}\n", {"backend.precision", "'bf16'", "allowed: f32, f16"});
+  expect_error(kMinimal + "backend: {precision: f8}\n", {"backend.precision", "'f8'", "allowed: f32, f16, bf16"});
+}
+
+TEST_F(ConfigTest, ScorerRejectsBf16) {
+  expect_error(kMinimal + "backend: {name: cuda, precision: bf16}\n",
+               {"ranks[1].precision", "bf16 is for target, drafter and generator ranks", "allowed for a scorer"});
 }
 
 TEST_F(ConfigTest, UnknownRole) {

@@ -91,7 +91,95 @@ TEST(Protocol, StatusMessagesRoundTrip) {
   round_trip<Bye>(Bye{}, Tag::kStatus);
 }
 
+Round sample_round() {
+  Round r;
+  r.round = 77;
+  r.block = 8;
+  r.releases = {3, 0};
+  r.moves = {{2, 5, 6}, {4, -1, 6}};
+  GenAdmit a;
+  a.request = 0xfeedfacecafebeefULL;
+  a.slot = 1;
+  a.drafter = 2;
+  a.max_tokens = 300;
+  a.temperature = 0.7f;
+  a.top_p = std::nextafter(1.0f, 0.0f);
+  a.seed = 123456789012345ULL;
+  a.prompt = {10, 20, 30};
+  a.stop_ids = {2};
+  r.admits = {a, GenAdmit{}};
+  return r;
+}
+
+RoundDone sample_round_done() {
+  RoundDone d;
+  d.round = 77;
+  d.results = {{5, 1, {9, 8, 7}, GenFinish::kStop, 7, 2}, {6, 3, {}, GenFinish::kNone, 0, 0}};
+  d.slots_used = 3;
+  d.prefill_us = 10;
+  d.wait_us = 20;
+  d.verify_us = 30;
+  d.send_us = 40;
+  d.bytes_sent = 1u << 20;
+  d.bytes_received = 99;
+  d.drafters = {{2, 3, 50, 60}};
+  return d;
+}
+
+TEST(Protocol, GenerationMessagesRoundTrip) {
+  const Round r = sample_round();
+  auto back = round_trip<Round>(r, Tag::kCommand);
+  EXPECT_EQ(back.round, 77u);
+  EXPECT_EQ(back.block, 8u);
+  EXPECT_EQ(back.releases, r.releases);
+  ASSERT_EQ(back.moves.size(), 2u);
+  EXPECT_EQ(back.moves[0].drafter, 5);
+  EXPECT_EQ(back.moves[1].drafter, -1);
+  EXPECT_EQ(back.moves[1].scratch, 6u);
+  ASSERT_EQ(back.admits.size(), 2u);
+  const GenAdmit& a = back.admits[0];
+  EXPECT_EQ(a.request, 0xfeedfacecafebeefULL);
+  EXPECT_EQ(a.slot, 1u);
+  EXPECT_EQ(a.drafter, 2);
+  EXPECT_EQ(a.max_tokens, 300u);
+  EXPECT_EQ(bits(a.temperature), bits(0.7f));
+  EXPECT_EQ(bits(a.top_p), bits(std::nextafter(1.0f, 0.0f)));
+  EXPECT_EQ(a.seed, 123456789012345ULL);
+  EXPECT_EQ(a.prompt, (std::vector<uint32_t>{10, 20, 30}));
+  EXPECT_EQ(a.stop_ids, (std::vector<uint32_t>{2}));
+  EXPECT_EQ(back.admits[1].drafter, -1);
+
+  auto done = round_trip<RoundDone>(sample_round_done(), Tag::kResult);
+  ASSERT_EQ(done.results.size(), 2u);
+  EXPECT_EQ(done.results[0].tokens, (std::vector<uint32_t>{9, 8, 7}));
+  EXPECT_EQ(done.results[0].finish, GenFinish::kStop);
+  EXPECT_EQ(done.results[0].drafted, 7u);
+  EXPECT_EQ(done.results[0].accepted, 2u);
+  EXPECT_EQ(done.slots_used, 3u);
+  EXPECT_EQ(done.send_us, 40u);
+  EXPECT_EQ(done.bytes_sent, 1u << 20);
+  ASSERT_EQ(done.drafters.size(), 1u);
+  EXPECT_EQ(done.drafters[0].rank, 2);
+  EXPECT_EQ(done.drafters[0].draft_us, 60u);
+  auto lost = round_trip<PeerLost>(PeerLost{3, "no heartbeat for 1600 ms"}, Tag::kCommand);
+  EXPECT_EQ(lost.rank, 3);
+  EXPECT_EQ(lost.why, "no heartbeat for 1600 ms");
+  auto failed = round_trip<RoundFailed>(RoundFailed{8, "slot 3 is taken"}, Tag::kResult);
+  EXPECT_EQ(failed.round, 8u);
+  EXPECT_EQ(failed.message, "slot 3 is taken");
+  Ready ready{"target", "pylm", "cpu", "2 threads", 1, 2, 6144, 8, 1041, 16, 1024};
+  auto rb = round_trip<Ready>(ready, Tag::kStatus);
+  EXPECT_EQ(rb.slots, 8u);
+  EXPECT_EQ(rb.capacity, 1041u);
+  EXPECT_EQ(rb.block, 16u);
+  EXPECT_EQ(rb.max_context, 1024u);
+}
+
 TEST(Protocol, TagsFollowTheSender) {
+  EXPECT_EQ(tag_for(Round{}, true), Tag::kCommand);
+  EXPECT_EQ(tag_for(PeerLost{}, true), Tag::kCommand);
+  EXPECT_EQ(tag_for(RoundDone{}, false), Tag::kResult);
+  EXPECT_EQ(tag_for(RoundFailed{}, false), Tag::kResult);
   EXPECT_EQ(tag_for(Heartbeat{}, true), Tag::kCoordinatorBeat);
   EXPECT_EQ(tag_for(Heartbeat{}, false), Tag::kWorkerBeat);
   EXPECT_EQ(tag_for(RunBatch{}, true), Tag::kCommand);
@@ -119,7 +207,7 @@ TEST(Protocol, WrongMagicAndVersion) {
   expect_rejected(bad_magic, Tag::kCommand, "magic");
   auto bad_version = bytes;
   bad_version[4] = 9;
-  expect_rejected(bad_version, Tag::kCommand, "protocol version 9 is not this build's 1");
+  expect_rejected(bad_version, Tag::kCommand, "protocol version 9 is not this build's 2");
 }
 
 TEST(Protocol, BodySizeMustMatch) {
@@ -194,15 +282,37 @@ TEST(Protocol, ActPairsBeyondTheFrame) {
   expect_rejected(bytes, Tag::kResult, "act: length");
 }
 
+TEST(Protocol, RoundResultsAreChecked) {
+  RoundDone d = sample_round_done();
+  auto bytes = encode(d);
+  // results[0].finish sits after the request (8), slot (4) and three tokens (4 + 12).
+  const size_t finish_at = kFrameHeaderBytes + 8 + 4 + 8 + 4 + 16;
+  ASSERT_EQ(bytes[finish_at], 2);
+  bytes[finish_at] = 3;
+  expect_rejected(bytes, Tag::kResult, "results.finish: 3 is not 0 (none), 1 (length) or 2 (stop)");
+  d.results[0].accepted = 8;
+  expect_rejected(encode(d), Tag::kResult, "results.accepted: 8 of 7 drafts");
+  Round r = sample_round();
+  auto rbytes = encode(r);
+  // The admits count sits after the round (8), block (4), releases (4 + 8) and moves (4 + 24).
+  const size_t admits_at = kFrameHeaderBytes + 8 + 4 + 12 + 28;
+  rbytes[admits_at + 2] = 0x10;
+  expect_rejected(rbytes, Tag::kCommand, "admits: 1048578 entries exceed the");
+  expect_rejected(encode(sample_round()), Tag::kResult, "a Round message may not travel on this tag");
+  expect_rejected(encode(Heartbeat{1}), Tag::kPeerData, "a Heartbeat message may not travel on this tag");
+}
+
 TEST(Protocol, RandomMutationsNeverCrash) {
   std::mt19937 rng(7);
   const std::vector<std::pair<Message, Tag>> seeds = {
       {RunBatch{9, sample_batch()}, Tag::kCommand},
       {BatchDone{9, 1, {32, 8, 32}, {1, 2, 3}, {{1, 2}, {3, 4}, {5, 6}}}, Tag::kResult},
       {Ready{"scorer", "m", "cpu", "d", 1, 2, 3}, Tag::kStatus},
+      {sample_round(), Tag::kCommand},
+      {sample_round_done(), Tag::kResult},
   };
   size_t accepted = 0;
-  for (int round = 0; round < 3000; ++round) {
+  for (int round = 0; round < 5000; ++round) {
     const auto& [msg, tag] = seeds[static_cast<size_t>(round) % seeds.size()];
     auto bytes = encode(msg);
     const int edits = 1 + static_cast<int>(rng() % 4);
@@ -223,7 +333,7 @@ TEST(Protocol, RandomMutationsNeverCrash) {
       EXPECT_EQ(encode(*r), bytes);
     }
   }
-  EXPECT_LT(accepted, 3000u);
+  EXPECT_LT(accepted, 5000u);
 }
 
 }  // namespace

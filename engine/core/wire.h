@@ -1,6 +1,6 @@
-// Byte writer and bounds-checked reader for protocol frames (protocol.h). Little-endian on the wire
-// whatever the host; every read checks the bytes left first, and list lengths are checked against the
-// bytes left before anything is allocated. Internal to worker/.
+// Byte writer and bounds-checked reader for the binary frames ranks exchange (worker/protocol.h, the
+// data plane's headers in engine/comm). Little-endian on the wire whatever the host; every read checks
+// the bytes left first, and list lengths are checked against the bytes left before anything is allocated.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "engine/core/result.h"
 
-namespace tandem::worker {
+namespace tandem {
 
 class WireWriter {
  public:
@@ -25,6 +25,12 @@ class WireWriter {
     std::memcpy(&bits, &v, 4);
     u32(bits);
   }
+  void f64(double v) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, 8);
+    u64(bits);
+  }
+  void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
   void string(std::string_view s) {
     u32(static_cast<uint32_t>(s.size()));
     out_.insert(out_.end(), s.begin(), s.end());
@@ -40,6 +46,10 @@ class WireWriter {
   void f32s(std::span<const float> v) {
     u32(static_cast<uint32_t>(v.size()));
     for (float x : v) f32(x);
+  }
+  void f64s(std::span<const double> v) {
+    u32(static_cast<uint32_t>(v.size()));
+    for (double x : v) f64(x);
   }
   std::vector<uint8_t>& bytes() { return out_; }
 
@@ -66,6 +76,13 @@ class WireReader {
     std::memcpy(&v, &bits, 4);
     return v;
   }
+  double f64(const char* field) {
+    const uint64_t bits = u64(field);
+    double v = 0;
+    std::memcpy(&v, &bits, 8);
+    return v;
+  }
+  int32_t i32(const char* field) { return static_cast<int32_t>(u32(field)); }
   std::string string(const char* field) {
     const uint32_t n = count(field, 1);
     std::string s(reinterpret_cast<const char*>(in_.data() + pos_), n);  // INVARIANT: count() checked n bytes remain
@@ -87,6 +104,11 @@ class WireReader {
   std::vector<float> f32s(const char* field) {
     std::vector<float> v(count(field, 4));
     for (auto& x : v) x = f32(field);
+    return v;
+  }
+  std::vector<double> f64s(const char* field) {
+    std::vector<double> v(count(field, 8));
+    for (auto& x : v) x = f64(field);
     return v;
   }
 
@@ -125,4 +147,4 @@ class WireReader {
   std::string error_;
 };
 
-}  // namespace tandem::worker
+}  // namespace tandem

@@ -1,0 +1,68 @@
+// render_scheduler_metrics (scheduler_metrics.h): counters are totals since start, gauges the last
+// round's figures.
+#include "coordinator/scheduler_metrics.h"
+
+#include <fmt/format.h>
+
+namespace tandem::coordinator {
+namespace {
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+std::string render_scheduler_metrics(const RoundScheduler& scheduler) {
+  const auto targets = scheduler.targets();
+  const auto drafters = scheduler.drafters();
+  std::string out;
+  header(out, "tandem_gen_queue_requests", "gauge", "Generation requests waiting for a KV slot.");
+  out += fmt::format("tandem_gen_queue_requests {}\n", scheduler.queued());
+  header(out, "tandem_gen_rounds_total", "counter", "Rounds a target rank ran.");
+  for (const auto& t : targets) out += fmt::format("tandem_gen_rounds_total{{rank=\"{}\"}} {}\n", t.rank, t.rounds);
+  header(out, "tandem_gen_round_seconds_total", "counter",
+         "Round time by phase: prefill, wait (for drafts: drafting and transfers), draft (the drafters' own "
+         "settle and draft), send (tap rows to drafter ranks), verify.");
+  for (const auto& t : targets) {
+    const std::pair<const char*, uint64_t> phases[] = {
+        {"prefill", t.prefill_us}, {"wait", t.wait_us}, {"draft", t.drafter_us}, {"send", t.send_us},
+        {"verify", t.verify_us}};
+    for (const auto& [phase, us] : phases) {
+      out += fmt::format("tandem_gen_round_seconds_total{{rank=\"{}\",phase=\"{}\"}} {:.6f}\n", t.rank, phase,
+                         double(us) / 1e6);
+    }
+  }
+  header(out, "tandem_gen_tokens_total", "counter", "Tokens committed by a target rank.");
+  for (const auto& t : targets) out += fmt::format("tandem_gen_tokens_total{{rank=\"{}\"}} {}\n", t.rank, t.tokens);
+  header(out, "tandem_gen_drafted_total", "counter", "Draft tokens verified by a target rank.");
+  for (const auto& t : targets) out += fmt::format("tandem_gen_drafted_total{{rank=\"{}\"}} {}\n", t.rank, t.drafted);
+  header(out, "tandem_gen_accepted_total", "counter", "Draft tokens a target rank accepted.");
+  for (const auto& t : targets) {
+    out += fmt::format("tandem_gen_accepted_total{{rank=\"{}\"}} {}\n", t.rank, t.accepted);
+  }
+  header(out, "tandem_gen_data_plane_bytes_total", "counter", "Bytes a target rank moved to and from its drafters.");
+  for (const auto& t : targets) {
+    out += fmt::format("tandem_gen_data_plane_bytes_total{{rank=\"{}\"}} {}\n", t.rank, t.bytes_moved);
+  }
+  header(out, "tandem_gen_kv_slots", "gauge", "KV cache slots of a target rank.");
+  for (const auto& t : targets) out += fmt::format("tandem_gen_kv_slots{{rank=\"{}\"}} {}\n", t.rank, t.slots);
+  header(out, "tandem_gen_kv_slots_used", "gauge", "KV cache slots holding a request, as the target rank reported.");
+  for (const auto& t : targets) {
+    out += fmt::format("tandem_gen_kv_slots_used{{rank=\"{}\"}} {}\n", t.rank, t.rank_slots_used);
+  }
+  header(out, "tandem_gen_draft_block", "gauge", "Block size of a target rank's last round (below 2: plain decoding).");
+  for (const auto& t : targets) out += fmt::format("tandem_gen_draft_block{{rank=\"{}\"}} {}\n", t.rank, t.last_block);
+  header(out, "tandem_gen_drafter_slots_used", "gauge", "Drafter context slots holding a request.");
+  for (const auto& d : drafters) {
+    out += fmt::format("tandem_gen_drafter_slots_used{{rank=\"{}\",target=\"{}\"}} {}\n", d.rank, d.target,
+                       d.slots_used);
+  }
+  header(out, "tandem_gen_drafter_up", "gauge", "Whether a drafter rank drafts (0: dead, its target decodes plainly).");
+  for (const auto& d : drafters) {
+    out += fmt::format("tandem_gen_drafter_up{{rank=\"{}\",target=\"{}\"}} {}\n", d.rank, d.target, d.dead ? 0 : 1);
+  }
+  return out;
+}
+
+}  // namespace tandem::coordinator

@@ -1,0 +1,105 @@
+// The data plane (architecture.md "Processes and ranks", "A speculative round"): messages between two
+// peer ranks, each a small host header plus optional f32 rows (tap rows, context rows). A Link moves
+// the rows over MPI with the header (make_host_link: CPU ranks, and any pair without NCCL) or over NCCL
+// (nccl_link.h: CUDA ranks); both take the same calls, so one code path runs either. Headers, and the
+// NCCL unique id, travel over a HostPipe: the rank's MPI transport, or a queue within one process.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/ir/backend.h"
+
+namespace tandem::comm {
+
+using Clock = std::chrono::steady_clock;
+
+// Small host messages to one peer, in order. Neither call blocks past its deadline, and a peer that is
+// gone never stalls the caller: its messages are dropped and recv() answers kUnavailable.
+class HostPipe {
+ public:
+  virtual ~HostPipe() = default;
+  virtual int peer() const = 0;
+  // Starts sending; returns at once.
+  virtual Status send(std::vector<uint8_t> bytes) = 0;
+  // The next message from the peer: nullopt when `deadline` passes first; kUnavailable once the peer is
+  // lost (the rank's control plane says so) or the pipe is closed, kCancelled when the caller is stopping.
+  virtual Result<std::optional<std::vector<uint8_t>>> recv(Clock::time_point deadline) = 0;
+};
+
+// Two connected pipe ends within one process (a generator's target and drafter halves, tests).
+std::pair<std::unique_ptr<HostPipe>, std::unique_ptr<HostPipe>> make_local_pipes(int rank_a, int rank_b);
+
+// Rows to send with a header: host rows, or rows [first, first + count) of a device output of
+// `backend` (a host link fetches them; an NCCL link sends them from the device).
+struct RowsOut {
+  uint32_t width = 0;
+  std::span<const float> host;              // rows × width
+  const ir::DeviceRows* device = nullptr;   // instead of host
+  uint32_t first = 0;
+  uint32_t count = 0;
+  ir::Backend* backend = nullptr;           // the owner of `device`
+
+  static RowsOut none() { return {}; }
+  static RowsOut of_host(std::span<const float> rows, uint32_t width) {
+    RowsOut r;
+    r.width = width;
+    r.host = rows;
+    return r;
+  }
+  uint32_t rows() const;
+};
+
+// A received message: its header and the rows on the host (the drafter is fed from the host today; a
+// device consumer will take them where the link left them).
+struct Packet {
+  std::vector<uint8_t> header;
+  uint32_t rows = 0;
+  uint32_t width = 0;
+  std::vector<float> data;  // rows × width
+};
+
+struct LinkStats {
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t bytes_sent = 0;      // headers and rows
+  uint64_t bytes_received = 0;
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual int peer() const = 0;
+  virtual const char* kind() const = 0;  // "mpi" (rows with the header), "nccl"
+  // Sends a header and its rows (none: RowsOut::none()). Messages arrive in order. Returns once the
+  // rows' source may be reused (device rows: copied to the link's own buffer or sent).
+  virtual Status send(std::span<const uint8_t> header, const RowsOut& rows) = 0;
+  // The next message, as HostPipe::recv (nullopt at the deadline; kUnavailable for a lost peer).
+  virtual Result<std::optional<Packet>> recv(Clock::time_point deadline) = 0;
+  virtual LinkStats stats() const = 0;
+};
+
+// Rows inline with their header over the pipe (MPI between CPU ranks).
+std::unique_ptr<Link> make_host_link(std::unique_ptr<HostPipe> pipe);
+
+// The frame a link puts on its pipe: u32 magic "TDL1" | u16 version | u16 flags | u32 header bytes |
+// header | u32 rows | u32 width | rows × width f32 (absent with kRowsElsewhere). decode_frame checks
+// every length against the bytes there.
+inline constexpr uint32_t kLinkMagic = 0x314C4454;  // "TDL1" read as little-endian bytes
+inline constexpr uint16_t kLinkVersion = 1;
+inline constexpr uint16_t kRowsElsewhere = 1;  // the rows follow on another channel (NCCL)
+std::vector<uint8_t> encode_frame(std::span<const uint8_t> header, uint32_t rows, uint32_t width,
+                                  std::span<const float> data, uint16_t flags);
+struct Frame {
+  uint16_t flags = 0;
+  Packet packet;  // data empty with kRowsElsewhere
+};
+Result<Frame> decode_frame(std::span<const uint8_t> bytes, int peer);
+
+}  // namespace tandem::comm

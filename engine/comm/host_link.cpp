@@ -1,0 +1,117 @@
+// The link frame (comm.h) and the host link: rows ride with their header over the pipe, so between CPU
+// ranks a message is one MPI send. Device rows are fetched to the host first.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "engine/comm/comm.h"
+#include "engine/core/wire.h"
+
+namespace tandem::comm {
+
+uint32_t RowsOut::rows() const { return device != nullptr ? count : static_cast<uint32_t>(width ? host.size() / width : 0); }
+
+std::vector<uint8_t> encode_frame(std::span<const uint8_t> header, uint32_t rows, uint32_t width,
+                                  std::span<const float> data, uint16_t flags) {
+  WireWriter w;
+  w.u32(kLinkMagic);
+  w.u16(kLinkVersion);
+  w.u16(flags);
+  w.u8s(header);
+  w.u32(rows);
+  w.u32(width);
+  std::vector<uint8_t>& out = w.bytes();
+  if ((flags & kRowsElsewhere) == 0 && !data.empty()) {
+    const size_t at = out.size();
+    out.resize(at + data.size() * sizeof(float));
+    // Little-endian hosts only (x86-64, aarch64), as every rank of a job is.
+    std::memcpy(out.data() + at, data.data(), data.size() * sizeof(float));
+  }
+  return std::move(out);
+}
+
+Result<Frame> decode_frame(std::span<const uint8_t> bytes, int peer) {
+  auto bad = [&](const std::string& what) {
+    return Error::make(ErrorKind::kFormat, "malformed data-plane frame from rank {} ({} bytes): {}", peer,
+                       bytes.size(), what);
+  };
+  WireReader r(bytes);
+  const uint32_t magic = r.u32("magic");
+  const uint16_t version = r.u16("version");
+  Frame f;
+  f.flags = r.u16("flags");
+  f.packet.header = r.u8s("header");
+  f.packet.rows = r.u32("rows");
+  f.packet.width = r.u32("width");
+  if (r.failed()) return bad(r.error());
+  if (magic != kLinkMagic) return bad(fmt::format("magic {:#010x} is not {:#010x}", magic, kLinkMagic));
+  if (version != kLinkVersion) return bad(fmt::format("version {} is not this build's {}", version, kLinkVersion));
+  if ((f.flags & ~kRowsElsewhere) != 0) return bad(fmt::format("unknown flags {:#x}", f.flags));
+  const uint64_t values = uint64_t{f.packet.rows} * f.packet.width;
+  const uint64_t want = (f.flags & kRowsElsewhere) ? 0 : values * sizeof(float);
+  if (r.left() != want) {
+    return bad(fmt::format("{} rows of width {} need {} bytes after the header, the frame has {}", f.packet.rows,
+                           f.packet.width, want, r.left()));
+  }
+  if (want > 0) {
+    f.packet.data.resize(values);
+    // INVARIANT: exactly `want` bytes remain (checked above), the size of data.
+    std::memcpy(f.packet.data.data(), bytes.data() + (bytes.size() - want), want);
+  }
+  return f;
+}
+
+namespace {
+
+class HostLink final : public Link {
+ public:
+  explicit HostLink(std::unique_ptr<HostPipe> pipe) : pipe_(std::move(pipe)) {}
+  int peer() const override { return pipe_->peer(); }
+  const char* kind() const override { return "mpi"; }
+
+  Status send(std::span<const uint8_t> header, const RowsOut& rows) override {
+    std::span<const float> data = rows.host;
+    uint32_t n = rows.rows();
+    if (rows.device != nullptr) {
+      if (rows.backend == nullptr) return Error(ErrorKind::kInternal, "device rows to send without their backend");
+      fetched_.data.clear();
+      TANDEM_TRY(rows.backend->fetch(*rows.device, rows.first, rows.count, fetched_));
+      data = fetched_.data;
+    }
+    if (data.size() != size_t{n} * rows.width) {
+      return Error::make(ErrorKind::kInternal, "{} values for {} rows of width {} to rank {}", data.size(), n,
+                         rows.width, peer());
+    }
+    std::vector<uint8_t> frame = encode_frame(header, n, rows.width, data, 0);
+    stats_.messages_sent += 1;
+    stats_.bytes_sent += frame.size();
+    return pipe_->send(std::move(frame));
+  }
+
+  Result<std::optional<Packet>> recv(Clock::time_point deadline) override {
+    TANDEM_ASSIGN(std::optional<std::vector<uint8_t>> bytes, pipe_->recv(deadline));
+    if (!bytes) return std::optional<Packet>();
+    TANDEM_ASSIGN(Frame f, decode_frame(*bytes, peer()));
+    if (f.flags & kRowsElsewhere) {
+      return Error::make(ErrorKind::kFormat, "rank {} sent rows over NCCL to a host link", peer());
+    }
+    stats_.messages_received += 1;
+    stats_.bytes_received += bytes->size();
+    return std::optional<Packet>(std::move(f.packet));
+  }
+
+  LinkStats stats() const override { return stats_; }
+
+ private:
+  std::unique_ptr<HostPipe> pipe_;
+  ir::Tensor2 fetched_;
+  LinkStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<Link> make_host_link(std::unique_ptr<HostPipe> pipe) {
+  return std::make_unique<HostLink>(std::move(pipe));
+}
+
+}  // namespace tandem::comm

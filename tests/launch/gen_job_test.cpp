@@ -1,0 +1,180 @@
+// Generation jobs under mpirun (label mpi), models/pylm with models/pylm-dflash on CPU ranks: two
+// `generator` ranks, or a target and a drafter rank, answer the held-out prompts of pylm-dflash's
+// eval.json, all submitted at once through GenerationService::submit (tandem-gen-job), exactly as
+// `tandem generate` decodes them plainly, token for token, greedy and seeded; speculation ran; no slot is
+// left held. A drafter killed mid-load: the same answers, and the job reports itself degraded.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/launch/service_job.h"
+
+namespace tandem::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kModels = TANDEM_SOURCE_DIR "/models/";
+
+json last_json_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, found;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '{') found = line;
+  }
+  return found.empty() ? json() : json::parse(found, nullptr, false);
+}
+
+// `tandem generate` prints one indented object; the log around it holds other lines.
+json last_json_object(const std::string& text) {
+  const size_t begin = text.rfind("\n{\n") == std::string::npos ? text.find("{\n") : text.rfind("\n{\n") + 1;
+  const size_t end = text.rfind("\n}");
+  if (begin == std::string::npos || end == std::string::npos || end < begin) return json();
+  return json::parse(text.substr(begin, end + 2 - begin), nullptr, false);
+}
+
+struct Prompts {
+  std::vector<std::vector<uint32_t>> ids;
+  std::string file;
+};
+
+Prompts write_prompts(const TempDir& dir) {
+  std::ifstream ev_in(kModels + "pylm-dflash/eval.json");
+  const json ev = json::parse(ev_in);
+  Prompts p{ev.at("prompts").get<std::vector<std::vector<uint32_t>>>(), (dir.path() / "prompts.txt").string()};
+  std::ofstream out(p.file);
+  for (const auto& ids : p.ids) {
+    for (size_t i = 0; i < ids.size(); ++i) out << (i ? "," : "") << ids[i];
+    out << "\n";
+  }
+  return p;
+}
+
+// Runs tandem-gen-job over `ranks` (the YAML list after the coordinator) and `tandem generate` plainly
+// on the same prompts, and checks every completion; returns the job's JSON.
+json run_and_compare(const TempDir& dir, const std::string& ranks, float temperature, uint64_t seed,
+                     const std::string& kill = "") {
+  const Prompts prompts = write_prompts(dir);
+  const std::string yaml = (dir.path() / "deploy.yaml").string();
+  std::ofstream(yaml) << "backend: {name: cpu, threads: 1}\n"
+                         "models:\n"
+                         "  target: {dir: " + kModels + "pylm, tokenizer: " + kModels + "pylm/tokenizer.json}\n"
+                         "  drafter: {dir: " + kModels + "pylm-dflash}\n"
+                         "generation: {slots: 3, kv_capacity: 512, block_size: 8}\n"
+                         "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
+                         "ranks:\n  - role: coordinator\n" + ranks;
+  const std::string max_tokens = "48";
+  const std::string t = std::to_string(temperature);
+  std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--enable-recovery"};
+  if (!kill.empty()) argv.insert(argv.end(), {"-x", "TANDEM_GEN_JOB_KILL=" + kill});
+  int np = 1;
+  for (char c : ranks) np += c == '\n' ? 1 : 0;
+  argv.insert(argv.end(), {"-np", std::to_string(np), TANDEM_GEN_JOB, yaml, prompts.file, max_tokens, t,
+                           std::to_string(seed)});
+  auto job = run_command(argv, dir.path() / "job.log");
+  const json got = last_json_line(job.output);
+  EXPECT_TRUE(got.is_object()) << job.output;
+  if (!got.is_object()) return got;
+  if (kill.empty()) {
+    EXPECT_EQ(job.code, 0) << job.output;
+  }
+  auto plain = run_command({TANDEM_BINARY, "generate", "--target", kModels + "pylm", "--prompt-file", prompts.file,
+                            "--max-tokens", max_tokens, "--temperature", t, "--seed", std::to_string(seed),
+                            "--threads", "1"},
+                           dir.path() / "generate.log");
+  EXPECT_EQ(plain.code, 0) << plain.output;
+  const json want = last_json_object(plain.output);
+  EXPECT_TRUE(want.is_object()) << plain.output;
+  if (!want.is_object()) return got;
+  EXPECT_EQ(got.at("requests").size(), prompts.ids.size());
+  for (size_t i = 0; i < prompts.ids.size() && i < got.at("requests").size(); ++i) {
+    const json& g = got.at("requests")[i];
+    const json& w = want.at("requests")[i];
+    EXPECT_EQ(g.at("tokens"), w.at("tokens")) << "request " << i << "\n" << job.output;
+    EXPECT_EQ(g.at("finish"), w.at("finish")) << "request " << i;
+  }
+  return got;
+}
+
+uint64_t accepted(const json& got) {
+  uint64_t n = 0;
+  for (const json& g : got.at("requests")) n += g.at("accepted").get<uint64_t>();
+  return n;
+}
+
+class GenJob : public ::testing::TestWithParam<std::pair<float, uint64_t>> {};
+
+TEST_P(GenJob, GeneratorsAnswerAsTandemGenerate) {
+  const auto [temperature, seed] = GetParam();
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: generator\n  - role: generator\n", temperature, seed);
+  ASSERT_TRUE(got.is_object());
+  EXPECT_GT(accepted(got), 0u) << "no draft was ever accepted: speculation did not run";
+  ASSERT_EQ(got.at("targets").size(), 2u);
+  for (const json& r : got.at("targets")) {
+    EXPECT_GT(r.at("tokens").get<uint64_t>(), 0u) << r.dump();
+    EXPECT_EQ(r.at("rank_slots_used"), 0) << r.dump();
+  }
+}
+
+TEST_P(GenJob, TargetAndDrafterRanksAnswerAsTandemGenerate) {
+  const auto [temperature, seed] = GetParam();
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: target\n  - role: drafter\n", temperature, seed);
+  ASSERT_TRUE(got.is_object());
+  EXPECT_GT(accepted(got), 0u) << "no draft was ever accepted: the drafter rank did not draft";
+  ASSERT_EQ(got.at("targets").size(), 1u);
+  EXPECT_GT(got.at("targets")[0].at("bytes_moved").get<uint64_t>(), 0u);
+  EXPECT_EQ(got.at("problem"), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, GenJob,
+                         ::testing::Values(std::pair<float, uint64_t>{0.0f, 0}, std::pair<float, uint64_t>{0.8f, 7}));
+
+// The drafter rank is killed while the requests decode: they go on plainly on their target, each still
+// exactly what plain decoding gives, nothing lost; the job says it is degraded.
+TEST(GenJobDrafterDeath, RequestsFinishExactlyWithoutSpeculation) {
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: target\n  - role: drafter\n", 0.0f, 0, "2:1500");
+  ASSERT_TRUE(got.is_object());
+  EXPECT_EQ(got.at("problem"), "rank 2 (drafter, cpu) is dead: rank 1 (target, cpu) decodes its requests without it");
+  EXPECT_GT(accepted(got), 0u) << "the drafter died before it drafted anything: the test did not test a death mid-load";
+}
+
+// The target rank is killed while the requests decode: each request still decoding fails with 503
+// naming the rank; none is lost (every one ends), and the job ends as today's exit policy says.
+TEST(GenJobTargetDeath, ItsRequestsFailWith503) {
+  TempDir dir;
+  const Prompts prompts = write_prompts(dir);
+  const std::string yaml = (dir.path() / "deploy.yaml").string();
+  std::ofstream(yaml) << "backend: {name: cpu, threads: 1}\n"
+                         "models:\n"
+                         "  target: {dir: " + kModels + "pylm, tokenizer: " + kModels + "pylm/tokenizer.json}\n"
+                         "  drafter: {dir: " + kModels + "pylm-dflash}\n"
+                         "generation: {slots: 8, kv_capacity: 512, block_size: 8}\n"
+                         "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
+                         "ranks:\n  - role: coordinator\n  - role: target\n  - role: drafter\n";
+  auto job = run_command({"mpirun", "--oversubscribe", "--enable-recovery", "-x", "TANDEM_GEN_JOB_KILL=1:1500", "-np",
+                          "3", TANDEM_GEN_JOB, yaml, prompts.file, "300", "0", "0"},
+                         dir.path() / "job.log");
+  const json got = last_json_line(job.output);
+  ASSERT_TRUE(got.is_object()) << job.output;
+  ASSERT_EQ(got.at("requests").size(), prompts.ids.size());
+  size_t failed = 0;
+  for (const json& r : got.at("requests")) {
+    if (r.at("finish") != "failed") continue;
+    ++failed;
+    EXPECT_EQ(r.at("error").at("status"), 503) << r.dump();
+    EXPECT_EQ(r.at("error").at("message").get<std::string>().rfind(
+                  "rank 1 (target, cpu) died while generating: no heartbeat for ", 0),
+              0u)
+        << r.dump();
+  }
+  EXPECT_GT(failed, 0u) << "the target died after every request had finished: the test did not test a death mid-load";
+  EXPECT_EQ(got.at("problem"), "rank 1 (target, cpu) is dead") << job.output;
+}
+
+}  // namespace
+}  // namespace tandem::testing

@@ -1,0 +1,162 @@
+// The generation data plane's messages: DraftAsk and DraftReply (worker/gen_messages.h) round-trip,
+// and every malformed header is refused naming the sender, the field and the numbers; the link frame
+// and the host link (engine/comm) carry headers and rows intact between two in-process pipe ends and
+// report a closed end as a lost peer.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine/comm/comm.h"
+#include "worker/gen_messages.h"
+
+namespace tandem::worker {
+namespace {
+
+DraftAsk sample_ask() {
+  DraftAsk a;
+  a.round = 41;
+  a.block = 8;
+  a.entries = {{2, 0, 5, 5, 77, 0.0f, 0}, {0, 9, 1, 10, 3, 0.8f, 1234567890123ULL}};
+  return a;
+}
+
+DraftAsk sample_release() {
+  DraftAsk a;
+  a.releases = {4, 1};
+  return a;
+}
+
+template <typename T>
+void expect_error(const Result<T>& s, const std::string& want) {
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(), want);
+}
+
+TEST(GenMessages, AskAndReplyRoundTrip) {
+  const DraftAsk a = sample_ask();
+  auto back = decode_ask(encode_ask(a), 6, 3);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->round, 41u);
+  EXPECT_EQ(back->block, 8u);
+  ASSERT_EQ(back->entries.size(), 2u);
+  EXPECT_EQ(back->entries[1].slot, 0u);
+  EXPECT_EQ(back->entries[1].settled, 9u);
+  EXPECT_EQ(back->entries[1].rows, 1u);
+  EXPECT_EQ(back->entries[1].start, 10u);
+  EXPECT_EQ(back->entries[1].bonus, 3u);
+  EXPECT_EQ(back->entries[1].temperature, 0.8f);
+  EXPECT_EQ(back->entries[1].seed, 1234567890123ULL);
+  auto rel = decode_ask(encode_ask(sample_release()), 0, 3);
+  ASSERT_TRUE(rel.ok()) << rel.error().message();
+  EXPECT_EQ(rel->round, 0u);
+  EXPECT_EQ(rel->releases, (std::vector<uint32_t>{4, 1}));
+  EXPECT_TRUE(rel->entries.empty());
+  DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20};
+  auto rb = decode_reply(encode_reply(r), 2);
+  ASSERT_TRUE(rb.ok()) << rb.error().message();
+  EXPECT_EQ(rb->round, 41u);
+  EXPECT_EQ(rb->drafts, r.drafts);
+  EXPECT_EQ(rb->slots_used, 3u);
+  EXPECT_EQ(rb->settle_us, 10u);
+  EXPECT_EQ(rb->draft_us, 20u);
+}
+
+TEST(GenMessages, MalformedAsksAreRefused) {
+  const auto bytes = encode_ask(sample_ask());
+  expect_error(decode_ask(bytes, 7, 3),
+               "malformed draft ask from rank 3 (85 bytes): entries.rows: they add up to 6 rows, the message carries 7");
+  auto truncated = bytes;
+  truncated.pop_back();
+  expect_error(decode_ask(truncated, 6, 3),
+               "malformed draft ask from rank 3 (84 bytes): entries: 2 entries need 64 bytes, 63 are left");
+  DraftAsk gap = sample_ask();
+  gap.entries[1].start = 11;
+  expect_error(decode_ask(encode_ask(gap), 6, 3),
+               "malformed draft ask from rank 3 (85 bytes): entries.rows: slot 0: context 9 + 1 rows does not reach "
+               "the block at 11");
+  expect_error(decode_ask(encode_reply(DraftReply{}), 0, 3),
+               "malformed draft ask from rank 3 (33 bytes): kind 2 is not an ask");
+  auto reply = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0});
+  reply[9] = 0xff;  // the drafts count
+  expect_error(decode_reply(reply, 4),
+               "malformed draft reply from rank 4 (45 bytes): drafts: 255 entries exceed the 32 bytes left");
+  auto longer = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0});
+  longer.push_back(0);
+  expect_error(decode_reply(longer, 4), "malformed draft reply from rank 4 (46 bytes): 1 bytes past the end");
+}
+
+TEST(GenMessages, RandomMutationsNeverCrash) {
+  std::mt19937 rng(11);
+  const auto ask = encode_ask(sample_ask());
+  const auto reply = encode_reply(DraftReply{41, {{1, 2, 3}, {4}}, 3, 10, 20});
+  for (int i = 0; i < 4000; ++i) {
+    auto bytes = (i % 2) ? ask : reply;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      switch (rng() % 3) {
+        case 0: bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng()); break;
+        case 1: if (bytes.size() > 1) bytes.resize(rng() % bytes.size()); break;
+        default: bytes.push_back(static_cast<uint8_t>(rng())); break;
+      }
+      if (bytes.empty()) bytes.push_back(0);
+    }
+    (void)decode_ask(bytes, static_cast<uint32_t>(rng() % 8), 1);
+    (void)decode_reply(bytes, 1);
+  }
+}
+
+TEST(HostLink, HeadersAndRowsArriveInOrderAndALostPeerIsReported) {
+  auto [a, b] = comm::make_local_pipes(1, 2);
+  auto to_b = comm::make_host_link(std::move(a));
+  auto to_a = comm::make_host_link(std::move(b));
+  EXPECT_STREQ(to_b->kind(), "mpi");
+  EXPECT_EQ(to_b->peer(), 2);
+  EXPECT_EQ(to_a->peer(), 1);
+  const std::vector<float> rows = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f};
+  ASSERT_TRUE(to_b->send(std::vector<uint8_t>{9, 8, 7}, comm::RowsOut::of_host(rows, 3)).ok());
+  ASSERT_TRUE(to_b->send(std::vector<uint8_t>{1}, comm::RowsOut::none()).ok());
+  const auto soon = comm::Clock::now() + std::chrono::seconds(5);
+  auto p = to_a->recv(soon);
+  ASSERT_TRUE(p.ok() && p->has_value());
+  EXPECT_EQ((*p)->header, (std::vector<uint8_t>{9, 8, 7}));
+  EXPECT_EQ((*p)->rows, 2u);
+  EXPECT_EQ((*p)->width, 3u);
+  EXPECT_EQ((*p)->data, rows);
+  p = to_a->recv(soon);
+  ASSERT_TRUE(p.ok() && p->has_value());
+  EXPECT_EQ((*p)->rows, 0u);
+  EXPECT_EQ(to_b->stats().messages_sent, 2u);
+  EXPECT_EQ(to_a->stats().bytes_received, to_b->stats().bytes_sent);
+  // Nothing more: the deadline passes.
+  p = to_a->recv(comm::Clock::now() + std::chrono::milliseconds(10));
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->has_value());
+  to_b.reset();
+  p = to_a->recv(soon);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().kind(), ErrorKind::kUnavailable);
+  EXPECT_EQ(p.error().message(), "rank 1 is gone (its pipe end was closed)");
+}
+
+TEST(HostLink, MalformedFramesAreRefused) {
+  const std::vector<float> rows = {1, 2, 3, 4};
+  auto frame = comm::encode_frame(std::vector<uint8_t>{5}, 2, 2, rows, 0);
+  auto ok = comm::decode_frame(frame, 4);
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  EXPECT_EQ(ok->packet.data, rows);
+  auto short_rows = frame;
+  short_rows.pop_back();
+  expect_error(comm::decode_frame(short_rows, 4),
+               "malformed data-plane frame from rank 4 (36 bytes): 2 rows of width 2 need 16 bytes after the header, "
+               "the frame has 15");
+  auto bad_magic = frame;
+  bad_magic[0] ^= 1;
+  expect_error(comm::decode_frame(bad_magic, 4),
+               "malformed data-plane frame from rank 4 (37 bytes): magic 0x314c4455 is not 0x314c4454");
+  auto flags = frame;
+  flags[6] = 6;
+  expect_error(comm::decode_frame(flags, 4), "malformed data-plane frame from rank 4 (37 bytes): unknown flags 0x6");
+}
+
+}  // namespace
+}  // namespace tandem::worker

@@ -1,0 +1,36 @@
+// Drafting: where a target's rounds get their drafts. Local (a generator: its own drafter, settle then
+// draft) or remote (drafter ranks over engine/comm links: the pending tap rows go with each ask). A lost
+// drafter gives empty drafts, so its requests go on with plain decoding steps, exactly as before.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/comm/comm.h"
+#include "engine/spec/spec.h"
+#include "worker/protocol.h"
+
+namespace tandem::worker {
+
+class Drafting {
+ public:
+  virtual ~Drafting() = default;
+  // One block per request; drafters[i] is request i's drafter rank. `out` gets one draft per request
+  // (empty where its drafter is lost); `done` the round's figures (timings, bytes, drafter reports).
+  virtual Status draft(std::span<spec::Request* const> requests, std::span<const int> drafters, uint32_t block,
+                       uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) = 0;
+  // Whether `rank` can still draft (a lost drafter never comes back).
+  virtual bool alive(int rank) const = 0;
+  // A request drafted by `rank` left its slot (finished, cancelled, failed): its context there is freed.
+  virtual void release(uint32_t slot, int rank) = 0;
+};
+
+std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, spec::VerifyMode mode, int rank);
+// `links` by drafter rank, tap rows of `width`; `wait` bounds each reply (a drafter the coordinator
+// declares dead answers sooner: its link reports it lost).
+std::unique_ptr<Drafting> make_remote_drafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width,
+                                               std::chrono::milliseconds wait);
+
+}  // namespace tandem::worker

@@ -1,0 +1,113 @@
+// DraftAsk and DraftReply on the wire (gen_messages.h): u8 kind | fields, little-endian (engine/core/wire.h).
+#include "worker/gen_messages.h"
+
+#include <fmt/format.h>
+
+#include "engine/core/wire.h"
+
+namespace tandem::worker {
+namespace {
+
+constexpr uint8_t kAsk = 1;
+constexpr uint8_t kReply = 2;
+constexpr size_t kEntryBytes = 4 * 5 + 4 + 8;
+
+Error malformed(const char* what, int peer, size_t bytes, const std::string& why) {
+  return Error::make(ErrorKind::kFormat, "malformed {} from rank {} ({} bytes): {}", what, peer, bytes, why);
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_ask(const DraftAsk& ask) {
+  WireWriter w;
+  w.u8(kAsk);
+  w.u64(ask.round);
+  w.u32(ask.block);
+  w.u32s(ask.releases);
+  w.u32(static_cast<uint32_t>(ask.entries.size()));
+  for (const DraftEntry& e : ask.entries) {
+    w.u32(e.slot);
+    w.u32(e.settled);
+    w.u32(e.rows);
+    w.u32(e.start);
+    w.u32(e.bonus);
+    w.f32(e.temperature);
+    w.u64(e.seed);
+  }
+  return std::move(w.bytes());
+}
+
+std::vector<uint8_t> encode_reply(const DraftReply& reply) {
+  WireWriter w;
+  w.u8(kReply);
+  w.u64(reply.round);
+  w.u32(static_cast<uint32_t>(reply.drafts.size()));
+  for (const auto& d : reply.drafts) w.u32s(d);
+  w.u32(reply.slots_used);
+  w.u64(reply.settle_us);
+  w.u64(reply.draft_us);
+  return std::move(w.bytes());
+}
+
+Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int peer) {
+  WireReader r(bytes);
+  const uint8_t kind = r.u8("kind");
+  DraftAsk ask;
+  ask.round = r.u64("round");
+  ask.block = r.u32("block");
+  ask.releases = r.u32s("releases");
+  const uint32_t n = r.u32("entries");
+  if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
+  if (kind != kAsk) return malformed("draft ask", peer, bytes.size(), fmt::format("kind {} is not an ask", kind));
+  if (size_t{n} * kEntryBytes != r.left()) {
+    return malformed("draft ask", peer, bytes.size(),
+                     fmt::format("entries: {} entries need {} bytes, {} are left", n, size_t{n} * kEntryBytes, r.left()));
+  }
+  uint64_t total = 0;
+  ask.entries.resize(n);
+  for (DraftEntry& e : ask.entries) {
+    e.slot = r.u32("entries.slot");
+    e.settled = r.u32("entries.settled");
+    e.rows = r.u32("entries.rows");
+    e.start = r.u32("entries.start");
+    e.bonus = r.u32("entries.bonus");
+    e.temperature = r.f32("entries.temperature");
+    e.seed = r.u64("entries.seed");
+    total += e.rows;
+    if (uint64_t{e.settled} + e.rows != e.start) {
+      return malformed("draft ask", peer, bytes.size(),
+                       fmt::format("entries.rows: slot {}: context {} + {} rows does not reach the block at {}", e.slot,
+                                   e.settled, e.rows, e.start));
+    }
+  }
+  if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
+  if (total != rows) {
+    return malformed("draft ask", peer, bytes.size(),
+                     fmt::format("entries.rows: they add up to {} rows, the message carries {}", total, rows));
+  }
+  return ask;
+}
+
+Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer) {
+  WireReader r(bytes);
+  const uint8_t kind = r.u8("kind");
+  DraftReply reply;
+  reply.round = r.u64("round");
+  const uint32_t n = r.u32("drafts");
+  if (r.failed()) return malformed("draft reply", peer, bytes.size(), r.error());
+  if (kind != kReply) return malformed("draft reply", peer, bytes.size(), fmt::format("kind {} is not a reply", kind));
+  if (size_t{n} * 4 > r.left()) {
+    return malformed("draft reply", peer, bytes.size(),
+                     fmt::format("drafts: {} entries exceed the {} bytes left", n, r.left()));
+  }
+  reply.drafts.resize(n);
+  for (auto& d : reply.drafts) d = r.u32s("drafts");
+  reply.slots_used = r.u32("slots_used");
+  reply.settle_us = r.u64("settle_us");
+  reply.draft_us = r.u64("draft_us");
+  if (r.failed()) return malformed("draft reply", peer, bytes.size(), r.error());
+  if (r.left() != 0) return malformed("draft reply", peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));
+  return reply;
+}
+
+}  // namespace tandem::worker

@@ -1,0 +1,317 @@
+// The target's round runner (batch_runner.h) for the generator and target roles, serving the
+// coordinator's Round commands (architecture.md "A speculative round"): releases, then one verify round
+// for the requests already decoding (drafts first: its own drafter, or its drafter ranks over the data
+// plane), then the admits' prefill.
+#include <algorithm>
+#include <exception>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "engine/backends/backend_factory.h"
+#include "engine/core/log.h"
+#include "engine/io/hf_config.h"
+#include "engine/spec/spec.h"
+#include "worker/batch_runner.h"
+#include "worker/drafting_impl.h"
+
+namespace tandem::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t us_since(Clock::time_point start) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+}
+
+GenFinish to_wire(spec::Finish f) {
+  switch (f) {
+    case spec::Finish::kNone: return GenFinish::kNone;
+    case spec::Finish::kLength: return GenFinish::kLength;
+    case spec::Finish::kStop: return GenFinish::kStop;
+  }
+  return GenFinish::kNone;
+}
+
+// One request decoding in a slot.
+struct Live {
+  uint64_t id = 0;
+  int drafter = -1;  // its drafter's rank; -1: plain decoding
+  spec::Request request;
+  size_t reported = 0;  // tokens already sent to the coordinator
+  uint32_t drafted = 0;
+  uint32_t accepted = 0;
+};
+
+class TargetRunner final : public RankRunner {
+ public:
+  TargetRunner(std::string name, config::Generation generation, int rank, std::string role)
+      : name_(std::move(name)), generation_(std::move(generation)), rank_(rank), role_(std::move(role)) {}
+
+  // With `links` (a target rank: one per drafter rank) the drafts come over the data plane; without,
+  // from a drafter loaded here (a generator).
+  Status load(const config::Model& target, const config::Model& drafter, const config::Backend& backend,
+              std::map<int, std::unique_ptr<comm::Link>> links, std::chrono::milliseconds wait) {
+    TANDEM_ASSIGN(const io::Qwen3Config tcfg, io::load_qwen3_config(target.dir + "/config.json"));
+    TANDEM_ASSIGN(const io::DFlashConfig dcfg, io::load_dflash_config(drafter.dir + "/config.json"));
+    capacity_ = generation_.kv_capacity ? generation_.kv_capacity : tcfg.max_position_embeddings;
+    block_ = generation_.block_size ? generation_.block_size : dcfg.block_size;
+    if (capacity_ <= block_ + 1) {
+      return Error::make(ErrorKind::kInvalidArgument,
+                         "generation.kv_capacity: {} positions leave no room for a prompt beside a block of {}",
+                         capacity_, block_);
+    }
+    backends::BackendOptions options;
+    options.name = backend.name;
+    options.precision = backend.precision;
+    options.device = backend.device;
+    options.threads = backend.threads;
+    TANDEM_ASSIGN(backend_, backends::make_backend(options));
+    mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
+    models::qwen3::TargetOptions topt{dcfg.target_layer_ids, generation_.slots, capacity_, nullptr,
+                                      mode_ == spec::VerifyMode::kReject};
+    TANDEM_ASSIGN(target_, models::qwen3::Target::open(*backend_, target.dir, topt));
+    if (role_ == "target") {
+      if (mode_ == spec::VerifyMode::kReject) {
+        return Error(ErrorKind::kUnsupported,
+                     "generation.verify: reject needs generator ranks (drafter ranks do not send proposals yet)");
+      }
+      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait);
+      return ok_status();
+    }
+    models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
+    TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
+    drafting_ = make_local_drafting(*drafter_, mode_, rank_);
+    return ok_status();
+  }
+
+  RunnerInfo info() const override {
+    const ir::Caps caps = backend_->caps();
+    RunnerInfo i{role_, name_, caps.name, caps.device, 0, 0, target_->vocab()};
+    i.slots = generation_.slots;
+    i.capacity = capacity_;
+    i.block = block_;
+    // The last round may verify a whole block past the request's last token.
+    i.max_context = capacity_ - block_ - 1;
+    return i;
+  }
+
+  void serve(Mailbox& mail, Outbox& out, int coordinator) override {
+    auto report = [&](const Message& m) { out.push(Outgoing{coordinator, tag_for(m, false), encode(m)}); };
+    while (auto command = mail.pop_command(Clock::time_point::max())) {
+      auto* round = std::get_if<Round>(&*command);
+      if (round == nullptr) {
+        log::warn("a {} rank ignores {} commands", role_, to_string(kind_of(*command)));
+        continue;
+      }
+      Result<RoundDone> done = Error(ErrorKind::kInternal, "not run");
+      try {
+        done = run_round(*round);
+      } catch (const std::exception& e) {
+        done = Error::make(ErrorKind::kInternal, "exception in round {}: {}", round->round, e.what());
+      }
+      if (done.ok()) {
+        report(std::move(done).value());
+      } else {
+        // The slots' state is unknown after a failed step: every request here is dropped (the
+        // coordinator fails them all and frees their slots).
+        std::vector<uint32_t> slots;
+        for (const auto& [slot, live] : live_) slots.push_back(slot);
+        for (uint32_t slot : slots) erase(slot);
+        report(RoundFailed{round->round, done.error().message()});
+      }
+    }
+  }
+
+ private:
+  Result<RoundDone> run_round(const Round& round) {
+    RoundDone done;
+    done.round = round.round;
+    for (uint32_t slot : round.releases) erase(slot);  // a slot already free is fine
+    for (const GenMove& m : round.moves) {
+      if (auto it = live_.find(m.slot); it != live_.end() && m.drafter < 0) it->second.drafter = -1;
+    }
+    TANDEM_TRY(verify_live(round.round, round.block, done));
+    TANDEM_TRY(admit(round, done));
+    std::vector<uint32_t> finished;
+    for (const auto& [slot, live] : live_) {
+      if (!live.request.active()) finished.push_back(slot);
+    }
+    for (uint32_t slot : finished) erase(slot);
+    done.slots_used = static_cast<uint32_t>(live_.size());
+    return done;
+  }
+
+  void erase(uint32_t slot) {
+    auto it = live_.find(slot);
+    if (it == live_.end()) return;
+    if (it->second.drafter >= 0) drafting_->release(slot, it->second.drafter);
+    live_.erase(it);
+  }
+
+  Status verify_live(uint64_t round, uint32_t block, RoundDone& done) {
+    if (live_.empty()) return ok_status();
+    std::vector<Live*> all, drafting_live;
+    std::vector<spec::Request*> requests, drafting;
+    std::vector<int> drafters;
+    for (auto& [slot, live] : live_) {
+      all.push_back(&live);
+      requests.push_back(&live.request);
+      if (live.drafter >= 0 && block >= 2) {
+        drafting_live.push_back(&live);
+        drafting.push_back(&live.request);
+        drafters.push_back(live.drafter);
+      }
+    }
+    std::vector<spec::Draft> drafts(requests.size());
+    if (!drafting.empty()) {
+      std::vector<spec::Draft> made;
+      TANDEM_TRY(drafting_->draft(drafting, drafters, block, round, made, done));
+      size_t k = 0;
+      for (size_t i = 0; i < requests.size() && k < drafting.size(); ++i) {
+        if (requests[i] == drafting[k]) drafts[i] = std::move(made[k++]);
+      }
+      // A lost drafter's requests go on plainly (their drafts this round are empty).
+      for (Live* live : drafting_live) {
+        if (!drafting_->alive(live->drafter)) live->drafter = -1;
+      }
+    }
+    const auto t0 = Clock::now();
+    TANDEM_TRY(spec::verify(*target_, requests, drafts, mode_, false));
+    done.verify_us = us_since(t0);
+    for (Live* live : all) {
+      // A request that never drafts keeps no drafter context: its tap rows are dropped each round.
+      if (live->drafter < 0) {
+        live->request.taps.clear();
+        live->request.settled = live->request.start;
+      }
+      done.results.push_back(result_of(*live));
+    }
+    return ok_status();
+  }
+
+  Status admit(const Round& round, RoundDone& done) {
+    if (round.admits.empty()) return ok_status();
+    std::vector<spec::Request*> requests;
+    std::vector<Live*> admitted;
+    for (size_t i = 0; i < round.admits.size(); ++i) {
+      const GenAdmit& a = round.admits[i];
+      if (a.slot >= generation_.slots) {
+        return Error::make(ErrorKind::kInvalidArgument, "admits[{}].slot: {} is past the rank's {} slots", i, a.slot,
+                           generation_.slots);
+      }
+      if (live_.count(a.slot) > 0) {
+        return Error::make(ErrorKind::kInvalidArgument, "admits[{}].slot: slot {} is taken", i, a.slot);
+      }
+      if (a.prompt.size() + a.max_tokens > capacity_ - block_ - 1) {
+        return Error::make(ErrorKind::kInvalidArgument,
+                           "admits[{}]: a prompt of {} tokens and max_tokens {} exceed the {} positions of a slot",
+                           i, a.prompt.size(), a.max_tokens, capacity_ - block_ - 1);
+      }
+      spec::RequestParams p{a.prompt, a.max_tokens, a.stop_ids, {a.temperature, a.top_p, a.seed}};
+      auto r = spec::make_request(std::move(p), a.slot, target_->vocab());
+      if (!r.ok()) return std::move(r).error().context(fmt::format("admits[{}] (request {})", i, a.request));
+      Live& live = live_[a.slot];
+      const int drafter = a.drafter >= 0 && drafting_->alive(a.drafter) ? a.drafter : -1;
+      live = Live{a.request, drafter, std::move(r).value()};
+      admitted.push_back(&live);
+      requests.push_back(&live.request);
+    }
+    const auto t0 = Clock::now();
+    Status s = spec::prefill(*target_, requests);
+    done.prefill_us = us_since(t0);
+    if (!s.ok()) return s;
+    for (Live* live : admitted) done.results.push_back(result_of(*live));
+    return ok_status();
+  }
+
+  static GenResult result_of(Live& live) {
+    const spec::Request& r = live.request;
+    GenResult g;
+    g.request = live.id;
+    g.slot = r.slot;
+    const auto gen = r.generated();
+    g.tokens.assign(gen.begin() + static_cast<std::ptrdiff_t>(live.reported), gen.end());
+    live.reported = gen.size();
+    g.finish = to_wire(r.finish);
+    g.drafted = r.drafted - live.drafted;
+    g.accepted = r.accepted - live.accepted;
+    live.drafted = r.drafted;
+    live.accepted = r.accepted;
+    return g;
+  }
+
+  std::string name_;
+  config::Generation generation_;
+  int rank_ = -1;
+  std::string role_;
+  uint32_t capacity_ = 0;
+  uint32_t block_ = 0;
+  spec::VerifyMode mode_ = spec::VerifyMode::kMatch;
+  std::unique_ptr<ir::Backend> backend_;
+  std::unique_ptr<models::qwen3::Target> target_;
+  std::unique_ptr<models::dflash::Drafter> drafter_;  // a generator's own
+  std::unique_ptr<Drafting> drafting_;
+  std::map<uint32_t, Live> live_;  // by slot
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RankRunner>> load_generator(const config::Model& target, const config::Model& drafter,
+                                                   const config::Backend& backend,
+                                                   const config::Generation& generation, int rank) {
+  auto runner = std::make_unique<TargetRunner>(target.name, generation, rank, "generator");
+  Status s = runner->load(target, drafter, backend, {}, {});
+  if (!s.ok()) {
+    return std::move(s).error().context(fmt::format("loading {} with drafter {} on {}", target.dir, drafter.dir,
+                                                    backend.name));
+  }
+  return std::unique_ptr<RankRunner>(std::move(runner));
+}
+
+Result<std::unique_ptr<RankRunner>> load_target(const config::Model& target, const config::Model& drafter,
+                                                const config::Backend& backend, const config::Generation& generation,
+                                                int rank, std::map<int, std::unique_ptr<comm::Link>> links,
+                                                std::chrono::milliseconds wait) {
+  auto runner = std::make_unique<TargetRunner>(target.name, generation, rank, "target");
+  Status s = runner->load(target, drafter, backend, std::move(links), wait);
+  if (!s.ok()) return std::move(s).error().context(fmt::format("loading target {} on {}", target.dir, backend.name));
+  return std::unique_ptr<RankRunner>(std::move(runner));
+}
+
+RankFactory generation_rank_factory(const config::Deployment& d, const Topology& topology) {
+  const config::Model target = *d.model(config::Role::kTarget);
+  const config::Model drafter = *d.model(config::Role::kDrafter);
+  const config::Backend backend = topology.config().backend;
+  const int rank = topology.rank();
+  const config::Generation generation = d.generation;
+  switch (topology.role()) {
+    case config::Role::kGenerator:
+      return [=](Mailbox&, Outbox&) { return load_generator(target, drafter, backend, generation, rank); };
+    case config::Role::kTarget: {
+      std::vector<int> drafters;
+      for (int r : topology.workers()) {
+        if (topology.role_of(r) == config::Role::kDrafter && topology.config_of(r).target == rank) drafters.push_back(r);
+      }
+      // A drafter slower than this is as good as gone; a dead one is reported sooner (PeerLost).
+      const auto wait = std::chrono::milliseconds(std::max<uint32_t>(10 * d.health.dead_after_ms, 60000));
+      return [=](Mailbox& mail, Outbox& out) {
+        std::map<int, std::unique_ptr<comm::Link>> links;
+        for (int r : drafters) links.emplace(r, comm::make_host_link(make_peer_pipe(mail, out, r)));
+        return load_target(target, drafter, backend, generation, rank, std::move(links), wait);
+      };
+    }
+    case config::Role::kDrafter: {
+      const int target_rank = topology.config().target;
+      return [=](Mailbox&, Outbox&) { return load_drafter(target, drafter, backend, generation, target_rank); };
+    }
+    case config::Role::kCoordinator:
+    case config::Role::kScorer: break;
+  }
+  const std::string role = config::to_string(topology.role());
+  return [role](Mailbox&, Outbox&) -> Result<std::unique_ptr<RankRunner>> {
+    return Error::make(ErrorKind::kInternal, "role {} does not generate", role);
+  };
+}
+
+}  // namespace tandem::worker
