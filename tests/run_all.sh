@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine: installs dependencies, builds tandem (with the CUDA
-# backend when a toolkit is present; GPU tests skip without a GPU), runs every ctest, then rebuilds the
-# input-facing tests under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, and fuzzes the
+# backend when a toolkit is present; GPU tests skip without a GPU), runs every ctest and the demo, then
+# rebuilds the input-facing tests under AddressSanitizer + UndefinedBehaviorSanitizer and runs them, and fuzzes the
 # generation request parsers and the chat template renderer with libFuzzer for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,9 @@ jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_WERROR=ON
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
+# The README's main command as a user runs it (on this build): the job up, decide, a streamed
+# completion, speculation on and off with the same text, a clean stop; any failing step fails the run.
+DEMO_PORT=18473 DEMO_BUILD=build ./launch/demo.sh
 
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTANDEM_SANITIZE=address,undefined \
   -DTANDEM_CUDA=OFF -DTANDEM_MPI=OFF -DTANDEM_BENCH=OFF -DTANDEM_WERROR=ON

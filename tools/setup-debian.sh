@@ -8,6 +8,7 @@ packages=(
   libopenmpi-dev openmpi-bin libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  curl python3
 )
 missing=()
 for p in "${packages[@]}"; do

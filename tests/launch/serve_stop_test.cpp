@@ -139,15 +139,18 @@ TEST(ServeStop, ABusyPortEndsTheJobAtOnceWithOneLine) {
   EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
 }
 
-// config/examples/cpu.yaml as shipped (3 ranks; only the port, and the model path it finds from its own
-// folder, changed for a test machine), run as the README shows: `tandem launch --config`, no flags.
+// config/examples/cpu.yaml as shipped (a scorer and a generator rank; only the port, and the model paths
+// it finds from its own folder, changed for a test machine), run as the README shows: `tandem launch
+// --config`, no flags.
 TEST(ServeStop, TheShippedCpuExampleRunsWithoutFlags) {
   std::ifstream in(TANDEM_SOURCE_DIR "/config/examples/cpu.yaml");
   std::stringstream text;
   text << in.rdbuf();
   std::string yaml = text.str();
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"port: 8080", "port: 0"},
-                                 {"dir: ../../models/decision-tickets", "dir: " + kModel}}) {
+                                 {"dir: ../../models/decision-tickets", "dir: " + kModel},
+                                 {"dir: ../../models/pylm\n", "dir: " TANDEM_SOURCE_DIR "/models/pylm\n"},
+                                 {"dir: ../../models/pylm-dflash2", "dir: " TANDEM_SOURCE_DIR "/models/pylm-dflash2"}}) {
     const size_t at = yaml.find(from);
     ASSERT_NE(at, std::string::npos) << from;
     yaml.replace(at, from.size(), to);
