@@ -181,6 +181,37 @@ struct TapArgs {
   unsigned col;
 };
 
+// Input (graph.h): out[r] = row rows[r] of the feature source the index names for this run (its device
+// address as two words, its row stride in elements and its storage, kFeat*), converted to out's type,
+// on the real token rows. The source is the batch's device rows or the plan's copy of its host rows.
+enum : unsigned { kFeatF32 = 0, kFeatF16 = 1, kFeatBF16 = 2, kFeatWords = 4 };
+struct InputArgs {
+  void* out;                 // [tokens, width]
+  const unsigned* source;    // kFeatWords index words: address low, address high, stride, storage
+  const unsigned* rows;      // [tokens]: the source row of each token
+  const unsigned* n;
+  unsigned width;
+};
+
+// DFlash 2's grouped dynamic causal convolution (graph.h DynConv, dflash.md §3.2) on the real token rows:
+// y[t, c] = Σ_{τ < taps, τ <= t} (base[stage, τ, c] + d[t, (stage·taps + τ)·G + c / group]) · x[t − τ, c]
+// with t the row's offset in its sequence (rows before a sequence's first row of the batch read zero, as
+// the CPU reference does); out = y, or out += y when accumulate.
+struct DynConvArgs {
+  void* out;                 // [tokens, width] of the out type
+  const void* x;             // [tokens, width] of the in type
+  const void* d;             // [tokens, 2·taps·(width / group)] of the in type
+  const float* base;         // [2, taps, width]
+  const unsigned* seq;       // [tokens]
+  const unsigned* cu;        // [seqs + 1]
+  const unsigned* n;
+  unsigned width;
+  unsigned taps;
+  unsigned group;
+  unsigned stage;
+  unsigned accumulate;
+};
+
 // The persistent caches of a bound State, as the index buffer lists them: per cache, the device
 // addresses of its K and V arrays, each [slots][capacity][width] of the plan's cache element type.
 struct CacheTable {

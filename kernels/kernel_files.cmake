@@ -21,6 +21,8 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/head_norm_rope.cu
   ${CMAKE_CURRENT_LIST_DIR}/swiglu.cu
   ${CMAKE_CURRENT_LIST_DIR}/tap.cu
+  ${CMAKE_CURRENT_LIST_DIR}/input.cu
+  ${CMAKE_CURRENT_LIST_DIR}/dyn_conv.cu
   ${CMAKE_CURRENT_LIST_DIR}/cache_append.cu
   ${CMAKE_CURRENT_LIST_DIR}/cache_attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/argmax.cu

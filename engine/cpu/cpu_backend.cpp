@@ -3,6 +3,7 @@
 // State holds the graph's caches as K and V arrays [slots][capacity][width].
 #include "engine/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -143,10 +144,16 @@ class CpuBackend final : public ir::Backend {
  private:
   Status check_run(const CpuPlan& plan, const ir::Batch& batch, ir::State* state, CpuState*& cpu_state) const;
   void run_op(CpuPlan& plan, size_t index, const ir::Batch& batch, CpuState* state);
+  // Input's rows for a batch: its host features, or its device rows gathered (fetched from the backend
+  // that holds them when that is not this one) into gathered_.
+  Result<std::span<const float>> features(const ir::Batch& batch, uint32_t width);
 
   ThreadPool pool_;
   Isa isa_;
   std::mutex run_mutex_;  // the pool runs one job at a time
+  std::vector<float> gathered_;
+  ir::Tensor2 fetched_;
+  std::span<const float> run_features_;  // Input's rows during run_op
 };
 
 Result<std::unique_ptr<ir::Plan>> CpuBackend::lower(const ir::Weights& weights, const ir::Graph& graph,
@@ -223,7 +230,14 @@ Status CpuBackend::check_run(const CpuPlan& plan, const ir::Batch& batch, ir::St
   }
   const ir::Graph& g = plan.graph;
   const size_t features = size_t{batch.tokens()} * g.feature_width;
-  if (batch.features.size() != features) {
+  if (batch.device_features()) {
+    if (g.feature_width == 0 || batch.feature_rows.size() != batch.tokens() ||
+        batch.feature_source.width != g.feature_width) {
+      return Error::make(ErrorKind::kInvalidArgument, "batch.feature_rows has {} rows of {} for {} tokens, the graph "
+                         "reads rows of {}", batch.feature_rows.size(), batch.feature_source.width, batch.tokens(),
+                         g.feature_width);
+    }
+  } else if (batch.features.size() != features) {
     return Error::make(ErrorKind::kInvalidArgument, "batch.features has {} values, the graph reads {}",
                        batch.features.size(), features);
   }
@@ -278,7 +292,7 @@ void CpuBackend::run_op(CpuPlan& plan, size_t index, const ir::Batch& batch, Cpu
             cache_attention(ex, batch, mat(o.q), state->view(o.cache), o.q_heads, o.kv_heads, o.head_dim, o.causal,
                             o.window, mat(o.out));
           },
-          [&](const ir::Input& o) { input(batch.features, mat(o.out)); },
+          [&](const ir::Input& o) { input(run_features_, mat(o.out)); },
           [&](const ir::Tap& o) { tap(mat(o.x), mat(o.out), o.col); },
           [&](const ir::DynConv& o) {
             dyn_conv(batch, mat(o.x), mat(o.d), values(o.base), o.stage, o.taps, o.group, o.epilogue, mat(o.out));
@@ -293,6 +307,7 @@ Status CpuBackend::run(ir::Plan& plan, const ir::Batch& batch, ir::State* state,
   CpuState* cpu_state = nullptr;
   TANDEM_TRY(check_run(*cpu_plan, batch, state, cpu_state));
   const std::lock_guard<std::mutex> lock(run_mutex_);
+  TANDEM_ASSIGN(run_features_, features(batch, cpu_plan->graph.feature_width));
   for (size_t i = 0; i < cpu_plan->graph.ops.size(); ++i) run_op(*cpu_plan, i, batch, cpu_state);
 
   const ir::Graph& g = cpu_plan->graph;
@@ -319,6 +334,40 @@ Status CpuBackend::run(ir::Plan& plan, const ir::Batch& batch, ir::State* state,
     }
   }
   return {};
+}
+
+Result<std::span<const float>> CpuBackend::features(const ir::Batch& batch, uint32_t width) {
+  if (!batch.device_features()) return std::span<const float>(batch.features);
+  const ir::DeviceRows& src = batch.feature_source;
+  const auto [lo, hi] = std::minmax_element(batch.feature_rows.begin(), batch.feature_rows.end());
+  if (*hi >= src.rows) {
+    return Error::make(ErrorKind::kInvalidArgument, "batch.feature_rows reaches row {} of {} device rows", *hi,
+                       src.rows);
+  }
+  const float* base = nullptr;
+  size_t stride = src.stride;
+  uint32_t first = 0;
+  if (src.owner == this) {
+    if (src.storage != ir::Storage::kF32) {
+      return Error::make(ErrorKind::kInvalidArgument, "feature rows of {} on the cpu backend", ir::to_string(src.storage));
+    }
+    // INVARIANT: CPU device rows are f32 arena rows `stride` apart (CpuBackend::run), valid until that plan
+    // runs again, which the caller does not do before this run.
+    base = static_cast<const float*>(src.data);
+  } else {
+    // Another backend's device: one copy of the rows the batch reads, converted to floats.
+    first = *lo;
+    auto st = src.owner->fetch(src, first, *hi - first + 1, fetched_);
+    if (!st.ok()) return std::move(st).error().context("fetching the batch's feature rows");
+    base = fetched_.data.data();
+    stride = width;
+  }
+  gathered_.resize(size_t{batch.tokens()} * width);
+  for (uint32_t r = 0; r < batch.tokens(); ++r) {
+    std::memcpy(gathered_.data() + size_t{r} * width, base + (batch.feature_rows[r] - first) * stride,
+                size_t{width} * sizeof(float));
+  }
+  return std::span<const float>(gathered_);
 }
 
 Status CpuBackend::fetch(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Tensor2& out) {

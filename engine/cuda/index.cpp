@@ -34,6 +34,8 @@ IndexLayout IndexLayout::for_bucket(const ir::Bucket& b, uint32_t caches) {
   l.qtiles = take(l.qtiles_max);
   at = (at + 1) / 2 * 2;  // 8-byte addresses
   l.caches = take(size_t{4} * caches);
+  l.features = take(kernels::kFeatWords);
+  l.feat_rows = take(b.tokens);
   l.words = at;
   return l;
 }
@@ -88,6 +90,26 @@ void fill_index(const IndexLayout& l, const ir::Batch& batch, uint32_t* w, const
   for (uint32_t i = kernels::kHeaderQTiles + 1; i < kernels::kHeaderWords; ++i) w[i] = 0;
   // INVARIANT: l.caches is 2-word aligned and holds cache_count CacheTable entries (for_bucket).
   if (caches.table != nullptr) std::memcpy(w + l.caches, caches.table, l.cache_count * sizeof(kernels::CacheTable));
+}
+
+void fill_features(const IndexLayout& l, const ir::Batch& batch, uint32_t* w, const void* staging, uint32_t width) {
+  const bool device = batch.device_features();
+  const void* data = device ? batch.feature_source.data : staging;
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  uint32_t* src = w + l.features;
+  src[0] = static_cast<uint32_t>(address);
+  src[1] = static_cast<uint32_t>(static_cast<uint64_t>(address) >> 32);
+  src[2] = device ? batch.feature_source.stride : width;
+  src[3] = kernels::kFeatF32;
+  if (device) {
+    switch (batch.feature_source.storage) {
+      case ir::Storage::kF16: src[3] = kernels::kFeatF16; break;
+      case ir::Storage::kBF16: src[3] = kernels::kFeatBF16; break;
+      case ir::Storage::kF32:
+      case ir::Storage::kU32: break;  // u32 sources are refused by ir::check and CudaPlan::check_batch
+    }
+  }
+  for (uint32_t r = 0; r < batch.tokens(); ++r) w[l.feat_rows + r] = device ? batch.feature_rows[r] : r;
 }
 
 }  // namespace tandem::cuda

@@ -60,6 +60,14 @@
   X(tap_f32_f32, TapArgs, "tap.cu")                                         \
   X(tap_f32_f16, TapArgs, "tap.cu")                                         \
   X(tap_f32_bf16, TapArgs, "tap.cu")                                        \
+  X(input_f32, InputArgs, "input.cu")                                       \
+  X(input_f16, InputArgs, "input.cu")                                       \
+  X(input_bf16, InputArgs, "input.cu")                                      \
+  X(dyn_conv_f32_f32, DynConvArgs, "dyn_conv.cu")                           \
+  X(dyn_conv_f16_f16, DynConvArgs, "dyn_conv.cu")                           \
+  X(dyn_conv_f16_f32, DynConvArgs, "dyn_conv.cu")                           \
+  X(dyn_conv_bf16_bf16, DynConvArgs, "dyn_conv.cu")                         \
+  X(dyn_conv_bf16_f32, DynConvArgs, "dyn_conv.cu")                          \
   X(cache_append_f32, CacheAppendArgs, "cache_append.cu")                   \
   X(cache_append_f16, CacheAppendArgs, "cache_append.cu")                   \
   X(cache_append_bf16, CacheAppendArgs, "cache_append.cu")                  \
@@ -99,7 +107,7 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
                                 kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
-                                kernels::TopKArgs, kernels::SampleArgs>;
+                                kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs>;
 
 struct KernelInfo {
   const char* entry;

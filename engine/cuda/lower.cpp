@@ -162,6 +162,11 @@ Status Lowering::allocate() {
   TANDEM_ASSIGN(plan_.scratch_, DeviceBuffer::make(cache_attention_scratch_bytes(graph_, bucket_),
                                                    "the cache attention partials of " + where));
 
+  plan_.feature_width_ = graph_.feature_width;
+  const size_t feature_bytes = size_t{bucket_.tokens} * graph_.feature_width * sizeof(float);
+  TANDEM_ASSIGN(plan_.features_dev_, DeviceBuffer::make(feature_bytes, "the feature rows of " + where));
+  TANDEM_ASSIGN(plan_.features_host_, PinnedBuffer::make(feature_bytes, "the host feature rows of " + where));
+
   size_t out_floats = 0;
   for (const ir::Output& o : graph_.outputs) {
     if (o.placement == ir::Placement::kDevice) continue;  // never copied out
@@ -487,8 +492,34 @@ Status Lowering::lower(size_t i, const ir::CacheAttention& o) {
   for (KernelStep& s : *steps) TANDEM_TRY(add(std::move(s), label(i, o)));
   return {};
 }
-Status Lowering::lower(size_t i, const ir::Input& o) { return not_run(i, o); }
-Status Lowering::lower(size_t i, const ir::DynConv& o) { return not_run(i, o); }
+Status Lowering::lower(size_t i, const ir::Input& o) {
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  if (out.width != graph_.feature_width) {
+    return Error::make(ErrorKind::kShape, "{}: {} for feature rows of {}", label(i, o), out.describe(),
+                       graph_.feature_width);
+  }
+  return add(input_step(ctx_, out), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::DynConv& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc d, loc(o.d));
+  TANDEM_ASSIGN(const Loc out, loc(o.out));
+  TANDEM_ASSIGN(const float* base, f32_weight(o.base));
+  const std::vector<uint64_t> want{2, o.taps, x.width};
+  if (graph_.weight(o.base).shape != want) {
+    return Error::make(ErrorKind::kShape, "{}: base kernel {} is {}, expected {}", label(i, o),
+                       graph_.weight(o.base).name(), shape_string(graph_.weight(o.base).shape), shape_string(want));
+  }
+  bool accumulate = false;
+  switch (o.epilogue) {
+    case ir::Epilogue::kNone: break;
+    case ir::Epilogue::kAccumulate: accumulate = true; break;
+    case ir::Epilogue::kGelu:
+    case ir::Epilogue::kRelu: return not_run(i, o);  // supports() refuses these first
+  }
+  return add(dyn_conv_step(ctx_, x, d, base, out, o.stage, o.taps, o.group, accumulate), label(i, o));
+}
 
 Status Lowering::lower(size_t i, const ir::Argmax& o) {
   TANDEM_ASSIGN(const Loc x, loc(o.x));
@@ -568,7 +599,7 @@ Status Lowering::run() {
 
 Result<std::unique_ptr<CudaPlan>> lower_plan(const Device& device, const KernelModules& modules, GemmAlgos& algos,
                                              const CudaWeights& weights, const ir::Graph& graph, ir::Bucket bucket,
-                                             const PlanOptions& options, const ir::Backend* owner) {
+                                             const PlanOptions& options, ir::Backend* owner) {
   std::unique_ptr<CudaPlan> plan(new CudaPlan());
   plan->owner_ = owner;
   plan->device_ = &device;

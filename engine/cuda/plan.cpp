@@ -1,6 +1,7 @@
 // Running a lowered plan: the step list enqueued (or captured once as a CUDA graph and replayed), the
 // index copy in and the outputs out through pinned buffers, and an event profile for benchmarks.
 #include <algorithm>
+#include <cstring>
 
 #include "engine/cuda/check_impl.h"
 #include "engine/cuda/plan_impl.h"
@@ -39,7 +40,41 @@ Status CudaPlan::run_step(const Step& step, size_t tier, cudaStream_t stream) co
 }
 
 size_t CudaPlan::bytes() const {
-  return arena_.bytes() + stage_.bytes() + rope_.bytes() + inv_freq_.bytes() + scratch_.bytes() + index_dev_.bytes();
+  return arena_.bytes() + stage_.bytes() + rope_.bytes() + inv_freq_.bytes() + scratch_.bytes() + index_dev_.bytes() +
+         features_dev_.bytes();
+}
+
+Status CudaPlan::check_features(const ir::Batch& batch) const {
+  if (feature_width_ == 0) {
+    if (batch.features.empty() && !batch.device_features()) return {};
+    return Error(ErrorKind::kInvalidArgument, "this graph reads no feature rows, but the batch has some");
+  }
+  if (batch.device_features()) {
+    const ir::DeviceRows& src = batch.feature_source;
+    // Device rows of another backend may live on another device (or on the host): they are fetched first.
+    if (src.owner != owner_ || owner_ == nullptr) {
+      return Error(ErrorKind::kInvalidArgument, "the batch's feature rows are held by another backend: fetch them "
+                   "to the host first");
+    }
+    if (src.storage == ir::Storage::kU32 || src.width != feature_width_ || src.stride < src.width ||
+        batch.feature_rows.size() != batch.tokens() || !batch.features.empty()) {
+      return Error::make(ErrorKind::kInvalidArgument, "feature rows of {} {} ({} apart) for {} tokens: the graph "
+                         "reads one float row of {} per token", ir::to_string(src.storage), src.width, src.stride,
+                         batch.tokens(), feature_width_);
+    }
+    for (uint32_t r = 0; r < batch.tokens(); ++r) {
+      if (batch.feature_rows[r] >= src.rows) {
+        return Error::make(ErrorKind::kInvalidArgument, "feature_rows[{}] = {} is outside the {} device rows", r,
+                           batch.feature_rows[r], src.rows);
+      }
+    }
+    return {};
+  }
+  if (batch.features.size() != size_t{batch.tokens()} * feature_width_) {
+    return Error::make(ErrorKind::kInvalidArgument, "batch.features has {} values, the graph reads {} rows of {}",
+                       batch.features.size(), batch.tokens(), feature_width_);
+  }
+  return {};
 }
 
 Status CudaPlan::check_batch(const ir::Batch& batch, const CudaState* state) const {
@@ -49,9 +84,7 @@ Status CudaPlan::check_batch(const ir::Batch& batch, const CudaState* state) con
     return Error::make(ErrorKind::kInternal, "a batch of {}/{}/{} does not fit the plan of bucket {}",
                        batch.tokens(), batch.seqs(), batch.num_picks(), ir::to_string(bucket_));
   }
-  if (!batch.features.empty()) {
-    return Error::make(ErrorKind::kUnsupported, "the CUDA backend reads no feature rows from the host yet");
-  }
+  TANDEM_TRY(check_features(batch));
   if (cache_widths_.empty()) {
     if (state != nullptr || !batch.start.empty() || !batch.slot.empty()) {
       return Error(ErrorKind::kInvalidArgument, "this graph has no caches: run it without a State or start/slot");
@@ -123,6 +156,18 @@ Status CudaPlan::run(const ir::Batch& batch, const CudaState* state, ir::Outputs
   TANDEM_TRY(device_->activate());
   const BoundCaches bound = state == nullptr ? BoundCaches{} : BoundCaches{state->table().data(), state->capacity()};
   fill_index(index_, batch, index_host_.as<uint32_t>(), bound);
+  if (feature_width_ > 0) {
+    fill_features(index_, batch, index_host_.as<uint32_t>(), features_dev_.data(), feature_width_);
+    if (!batch.device_features() && !batch.features.empty()) {
+      // INVARIANT: check_features sized the rows (tokens × width <= the bucket's, as both buffers are);
+      // the copy is ordered before the steps on the one stream, and the previous run synchronized, so
+      // nothing still reads the pinned rows.
+      const size_t bytes = batch.features.size() * sizeof(float);
+      std::memcpy(features_host_.data(), batch.features.data(), bytes);
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(features_dev_.data(), features_host_.data(), bytes, cudaMemcpyHostToDevice,
+                                        device_->stream()));
+    }
+  }
   const size_t tier = tier_for(batch.tokens());
   if (!execs_.empty()) {
     TANDEM_CUDA_CHECK(cudaGraphLaunch(execs_[tier], device_->stream()));

@@ -42,7 +42,7 @@ class CudaPlan final : public ir::Plan {
  public:
   ~CudaPlan() override;
   ir::Bucket bucket() const override { return bucket_; }
-  size_t bytes() const override;  // device memory: arena, staging, RoPE tables, index
+  size_t bytes() const override;  // device memory: arena, staging, RoPE tables, index, feature rows
 
   // `state` binds the graph's caches (required iff it has any).
   Status run(const ir::Batch& batch, const CudaState* state, ir::Outputs& out);
@@ -63,9 +63,10 @@ class CudaPlan final : public ir::Plan {
   friend class Lowering;
   friend Result<std::unique_ptr<CudaPlan>> lower_plan(const Device&, const KernelModules&, GemmAlgos&,
                                                       const CudaWeights&, const ir::Graph&, ir::Bucket,
-                                                      const PlanOptions&, const ir::Backend*);
+                                                      const PlanOptions&, ir::Backend*);
   CudaPlan() = default;
   Status check_batch(const ir::Batch& batch, const CudaState* state) const;
+  Status check_features(const ir::Batch& batch) const;
   Status enqueue(bool sync_each, size_t tier) const;
   Status capture();
   Status run_step(const Step& step, size_t tier, cudaStream_t stream) const;
@@ -73,13 +74,17 @@ class CudaPlan final : public ir::Plan {
 
   const Device* device_ = nullptr;
   const KernelModules* modules_ = nullptr;
-  const ir::Backend* owner_ = nullptr;  // named in the DeviceRows of device outputs
+  ir::Backend* owner_ = nullptr;  // named in the DeviceRows of device outputs
   PlanOptions options_;
   ir::Bucket bucket_;
   IndexLayout index_;
   std::vector<uint32_t> cache_widths_;  // of the graph's caches: a bound State must have these
   DeviceBuffer arena_, stage_, rope_, inv_freq_, scratch_, index_dev_;
   PinnedBuffer index_host_, out_host_;
+  // Input's host feature rows: staged in pinned memory, then copied to features_dev_ before the steps.
+  uint32_t feature_width_ = 0;
+  DeviceBuffer features_dev_;
+  PinnedBuffer features_host_;
   std::vector<Gemm> gemms_;
   std::vector<Step> steps_;
   std::vector<uint32_t> tiers_{0};
@@ -98,7 +103,7 @@ class CudaPlan final : public ir::Plan {
 
 Result<std::unique_ptr<CudaPlan>> lower_plan(const Device& device, const KernelModules& modules, GemmAlgos& algos,
                                              const CudaWeights& weights, const ir::Graph& graph, ir::Bucket bucket,
-                                             const PlanOptions& options, const ir::Backend* owner = nullptr);
+                                             const PlanOptions& options, ir::Backend* owner = nullptr);
 
 // Whether the CUDA backend runs `op` of `graph` at `precision` (support.cpp).
 Status supports_op(const ir::Graph& graph, const ir::Op& op, ir::Precision precision);

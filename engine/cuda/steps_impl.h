@@ -64,6 +64,8 @@ struct IndexPtrs {
   const unsigned* sampling = nullptr;
   const unsigned* qtiles = nullptr;
   const kernels::CacheTable* caches = nullptr;
+  const unsigned* features = nullptr;
+  const unsigned* feat_rows = nullptr;
 };
 // INVARIANT: `base` is a device buffer of layout.words u32 filled by fill_index, so every table offset
 // lies inside it.
@@ -72,7 +74,8 @@ inline IndexPtrs index_pointers(const IndexLayout& l, const unsigned* base) {
                    base + l.cu,    base + l.pcu,      base + l.prow,  base + l.qtype,
                    base + l.tiles, base + l.spans,    base + l.start, base + l.slot,
                    base + l.sampling, base + l.qtiles,
-                   reinterpret_cast<const kernels::CacheTable*>(base + l.caches)};
+                   reinterpret_cast<const kernels::CacheTable*>(base + l.caches),
+                   base + l.features, base + l.feat_rows};
 }
 
 struct StepContext {
@@ -115,6 +118,12 @@ Result<KernelStep> head_norm_rope_step(const StepContext& c, const Loc& x, uint3
                                        const float* w, float eps, const float* inv_freq);
 Result<KernelStep> swiglu_step(const StepContext& c, const Loc& x, const Loc& out);
 Result<KernelStep> tap_step(const StepContext& c, const Loc& x, const Loc& out, uint32_t col);
+// Input: token rows of `out` from the run's feature source (index_impl.h fill_features).
+Result<KernelStep> input_step(const StepContext& c, const Loc& out);
+// DynConv: x and d of one type (d 2·taps·(width / group) wide), out FP32 or x's type, base FP32
+// [2, taps, width]; accumulate adds into out.
+Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& d, const float* base, const Loc& out,
+                                 uint32_t stage, uint32_t taps, uint32_t group, bool accumulate);
 // k and v must be token rows of the cache's element type `cache_type`, `width` wide.
 Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type);
 

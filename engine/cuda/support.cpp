@@ -12,9 +12,6 @@ struct Support {
   ir::Precision precision;
 
   Status yes() const { return {}; }
-  Status not_yet(const char* op) const {
-    return Error::make(ErrorKind::kUnsupported, "{} has no CUDA kernel yet", op);
-  }
   // The scorer's families have FP32 and FP16 kernels only.
   Status scorer(const char* op) const {
     if (precision == ir::Precision::kBF16) {
@@ -49,9 +46,15 @@ struct Support {
   Status operator()(const ir::HeadRmsNorm& o) const { return head_dim(o.head_dim); }
   Status operator()(const ir::CacheAppend&) const { return yes(); }
   Status operator()(const ir::CacheAttention& o) const { return cache_attention_supported(o); }
-  Status operator()(const ir::Input&) const { return not_yet("input"); }
+  Status operator()(const ir::Input&) const { return yes(); }
   Status operator()(const ir::Tap&) const { return yes(); }
-  Status operator()(const ir::DynConv&) const { return not_yet("dyn_conv"); }
+  Status operator()(const ir::DynConv& o) const {
+    if (o.epilogue != ir::Epilogue::kNone && o.epilogue != ir::Epilogue::kAccumulate) {
+      return Error::make(ErrorKind::kUnsupported, "dyn_conv with the {} epilogue (none or accumulate only)",
+                         o.epilogue == ir::Epilogue::kGelu ? "gelu" : "relu");
+    }
+    return yes();
+  }
   Status operator()(const ir::Argmax&) const { return yes(); }
   Status operator()(const ir::TopK& o) const {
     if (o.k > kernels::kTopKMax) {

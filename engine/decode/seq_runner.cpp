@@ -12,6 +12,7 @@ SeqRunner::SeqRunner(ir::Backend& backend, const ir::Weights& weights, const ir:
 
 uint32_t SeqRunner::rows_of(const SeqRows& s) const {
   if (!s.ids.empty()) return static_cast<uint32_t>(s.ids.size());
+  if (s.device_features.data != nullptr) return s.device_features.rows;
   const uint32_t fw = exec_.graph().feature_width;
   return fw == 0 ? 0 : static_cast<uint32_t>(s.features.size() / fw);
 }
@@ -40,7 +41,12 @@ Status SeqRunner::check_seqs(std::span<const SeqRows> seqs, const CacheSlots& ca
       }
     }
     const uint32_t rows = rows_of(s);
-    if (fw > 0 && s.features.size() != size_t{rows} * fw) {
+    const bool device = s.device_features.data != nullptr;
+    if (device && (fw == 0 || !s.features.empty() || s.device_features.rows != rows)) {
+      return Error::make(ErrorKind::kInvalidArgument, "sequence {}: {} device feature rows for {} rows{}", i,
+                         s.device_features.rows, rows, s.features.empty() ? "" : " and host features too");
+    }
+    if (fw > 0 && !device && s.features.size() != size_t{rows} * fw) {
       return Error::make(ErrorKind::kInvalidArgument, "sequence {}: {} feature values for {} rows of width {}", i,
                          s.features.size(), rows, fw);
     }
@@ -61,9 +67,48 @@ Status SeqRunner::check_seqs(std::span<const SeqRows> seqs, const CacheSlots& ca
   return {};
 }
 
+Status SeqRunner::device_source(std::span<const SeqRows> seqs, ir::DeviceRows& source,
+                                std::vector<uint32_t>& first) const {
+  source = {};
+  first.assign(seqs.size(), 0);
+  const unsigned char* lo = nullptr;
+  size_t users = 0;
+  for (const SeqRows& s : seqs) {
+    const ir::DeviceRows& d = s.device_features;
+    if (d.data == nullptr) continue;
+    ++users;
+    if (source.data == nullptr) source = d;
+    if (d.owner != source.owner || d.storage != source.storage || d.stride != source.stride ||
+        d.width != source.width) {
+      return Error(ErrorKind::kInvalidArgument, "the sequences' device feature rows come from different outputs");
+    }
+    const auto* p = static_cast<const unsigned char*>(d.data);
+    if (lo == nullptr || p < lo) lo = p;
+  }
+  if (users == 0) return {};
+  if (users != seqs.size()) {
+    return Error(ErrorKind::kInvalidArgument, "some sequences give device feature rows and others host ones");
+  }
+  const size_t row_bytes = size_t{source.stride} * ir::storage_bytes(source.storage);
+  uint64_t rows = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto* p = static_cast<const unsigned char*>(seqs[i].device_features.data);
+    const auto offset = static_cast<size_t>(p - lo);
+    if (offset % row_bytes != 0) {
+      return Error(ErrorKind::kInvalidArgument, "the sequences' device feature rows are not rows of one output");
+    }
+    first[i] = static_cast<uint32_t>(offset / row_bytes);
+    rows = std::max(rows, uint64_t{first[i]} + seqs[i].device_features.rows);
+  }
+  source.data = lo;
+  source.rows = static_cast<uint32_t>(rows);
+  return {};
+}
+
 Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::vector<SeqOutputs>& out,
                       const ChunkSink& sink) {
   TANDEM_TRY(check_seqs(seqs, caches));
+  TANDEM_TRY(device_source(seqs, feature_source_, feature_first_));
   const ir::Graph& g = exec_.graph();
   out.assign(seqs.size(), SeqOutputs(g.outputs.size()));
   for (SeqOutputs& so : out) {
@@ -124,7 +169,10 @@ Status SeqRunner::run_chunks(std::span<const SeqRows> seqs, const std::vector<Ch
     batch_.start.push_back(starts[c.seq] + c.begin);
     batch_.slot.push_back(s.slot);
     batch_.sampling.push_back(s.sampling);
-    if (fw > 0) {
+    if (fw > 0 && s.device_features.data != nullptr) {
+      for (uint32_t r = 0; r < c.rows; ++r) batch_.feature_rows.push_back(feature_first_[c.seq] + c.begin + r);
+      batch_.feature_source = feature_source_;
+    } else if (fw > 0) {
       const auto f = s.features.subspan(size_t{c.begin} * fw, size_t{c.rows} * fw);
       batch_.features.insert(batch_.features.end(), f.begin(), f.end());
     }

@@ -22,6 +22,9 @@ struct SeqRows {
   uint32_t slot = 0;
   std::span<const uint32_t> ids;      // the rows' tokens; empty when the graph reads only features
   std::span<const float> features;    // rows × feature width, for graphs with an Input op
+  // Or the features where a run left them (a target's tap rows, one per row): read on the device. The
+  // sequences of one call that use them must share one device output (owner, storage, stride).
+  ir::DeviceRows device_features = {};
   std::span<const uint32_t> picks;    // ascending rows whose pick-row outputs are wanted (logit rows)
   bool commit = true;                 // advance the slot's length past the rows (false: transient rows)
   ir::SamplingParams sampling;        // for the graph's Sample ops
@@ -62,6 +65,8 @@ class SeqRunner {
   };
   Status check_seqs(std::span<const SeqRows> seqs, const CacheSlots& caches) const;
   uint32_t rows_of(const SeqRows& s) const;
+  // Batch::feature_source over every sequence's device rows, and each sequence's first row in it.
+  Status device_source(std::span<const SeqRows> seqs, ir::DeviceRows& source, std::vector<uint32_t>& first) const;
   uint32_t picks_in(const SeqRows& s, uint32_t begin, uint32_t end) const;
   bool fits(uint32_t tokens, uint32_t seqs, uint32_t picks) const;
   Status run_chunks(std::span<const SeqRows> seqs, const std::vector<Chunk>& chunks,
@@ -76,6 +81,8 @@ class SeqRunner {
   ir::Batch batch_;
   ir::Outputs outputs_;
   std::vector<ir::DeviceRows> device_rows_;
+  ir::DeviceRows feature_source_;
+  std::vector<uint32_t> feature_first_;
 };
 
 }  // namespace tandem::decode

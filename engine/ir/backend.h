@@ -15,6 +15,7 @@
 #include "engine/core/tensor.h"
 #include "engine/ir/batch.h"
 #include "engine/ir/bucket.h"
+#include "engine/ir/device_rows.h"
 #include "engine/ir/graph.h"
 
 namespace tandem::ir {
@@ -55,23 +56,6 @@ class State {
   virtual size_t bytes() const = 0;
   // Bytes one cached position of one slot takes over every cache of the graph (K and V).
   virtual size_t bytes_per_position() const = 0;
-};
-
-// How a device output's elements are stored (a 16-bit plan keeps its activations in 16 bits).
-enum class Storage : uint8_t { kF32, kF16, kBF16, kU32 };
-size_t storage_bytes(Storage s);
-const char* to_string(Storage s);
-
-// An output a run left on its backend's device (a host address on the CPU backend): `rows` rows of
-// `width` elements, `stride` elements apart. Valid until the plan runs again or is destroyed; only the
-// backend that made it (or a transport of the same device) may read it.
-struct DeviceRows {
-  const void* data = nullptr;
-  uint32_t rows = 0;
-  uint32_t width = 0;
-  uint32_t stride = 0;
-  Storage storage = Storage::kF32;
-  const Backend* owner = nullptr;
 };
 
 // One output of a run, over the real rows (never the bucket's): f32 values or u32 ids on the host

@@ -25,6 +25,8 @@ void Batch::clear() {
   start.clear();
   slot.clear();
   features.clear();
+  feature_source = {};
+  feature_rows.clear();
   sampling.clear();
 }
 
@@ -45,6 +47,31 @@ Status check_offsets(const std::vector<uint32_t>& off, const char* name, size_t 
   if (off.back() != total) {
     return bad(fmt::format("{}[{}] = {}, expected the number of {} ({})", name, seqs, off.back(), total_name,
                            total));
+  }
+  return {};
+}
+// Device feature rows: one per token, inside the source, of the graph's width and a float storage.
+Status check_feature_rows(const Batch& b, uint32_t width) {
+  const DeviceRows& src = b.feature_source;
+  if (!b.features.empty()) {
+    return bad(fmt::format("features has {} values and feature_rows {}: give one of them", b.features.size(),
+                           b.feature_rows.size()));
+  }
+  if (b.feature_rows.size() != b.ids.size()) {
+    return bad(fmt::format("feature_rows has {} entries, expected one per token ({})", b.feature_rows.size(),
+                           b.ids.size()));
+  }
+  if (src.data == nullptr) return bad("feature_source has no data");
+  if (src.width != width || src.stride < src.width) {
+    return bad(fmt::format("feature_source rows are {} wide ({} apart), the graph reads rows of {}", src.width,
+                           src.stride, width));
+  }
+  if (src.storage == Storage::kU32) return bad("feature_source holds u32 ids, not feature values");
+  for (size_t i = 0; i < b.feature_rows.size(); ++i) {
+    if (b.feature_rows[i] >= src.rows) {
+      return bad(fmt::format("feature_rows[{}] = {} is outside the {} rows of feature_source", i, b.feature_rows[i],
+                             src.rows));
+    }
   }
   return {};
 }
@@ -71,7 +98,9 @@ Status check(const Batch& b, const BatchLimits& limits) {
       return bad(fmt::format("ids[{}] = {} is outside the vocabulary of {} tokens", i, b.ids[i], limits.vocab));
     }
   }
-  if (limits.feature_width > 0) {
+  if (limits.feature_width > 0 && b.device_features()) {
+    TANDEM_TRY(check_feature_rows(b, limits.feature_width));
+  } else if (limits.feature_width > 0) {
     const size_t want = b.ids.size() * limits.feature_width;
     if (b.features.size() != want) {
       return bad(fmt::format("features has {} values, expected {} ({} rows of {})", b.features.size(), want,
@@ -82,6 +111,8 @@ Status check(const Batch& b, const BatchLimits& limits) {
     }
   } else if (!b.features.empty()) {
     return bad(fmt::format("features has {} values but this graph reads none", b.features.size()));
+  } else if (b.device_features()) {
+    return bad(fmt::format("feature_rows has {} entries but this graph reads none", b.feature_rows.size()));
   }
   if (limits.slots > 0) {
     if (b.start.size() != seqs) {

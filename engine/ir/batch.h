@@ -8,6 +8,7 @@
 
 #include "engine/core/result.h"
 #include "engine/ir/bucket.h"
+#include "engine/ir/device_rows.h"
 #include "engine/ir/sampling.h"
 
 namespace tandem::ir {
@@ -24,6 +25,11 @@ struct Batch {
   std::vector<uint32_t> start;    // absolute position of each sequence's first row
   std::vector<uint32_t> slot;     // cache slot of each sequence
   std::vector<float> features;    // tokens × feature width, read by Input
+  // Or Input reads them where a run left them (the target's tap rows): token r's row is row
+  // feature_rows[r] of feature_source, copied on the device (a backend that does not own them fetches
+  // them). features stays empty then.
+  DeviceRows feature_source;
+  std::vector<uint32_t> feature_rows;
   std::vector<SamplingParams> sampling;  // per sequence, read by Sample (empty: greedy for all)
 
   uint32_t tokens() const { return static_cast<uint32_t>(ids.size()); }
@@ -32,6 +38,7 @@ struct Batch {
   uint32_t seq_len(uint32_t s) const { return cu[s + 1] - cu[s]; }
   uint32_t seq_start(uint32_t s) const { return start.empty() ? 0 : start[s]; }
   uint32_t seq_slot(uint32_t s) const { return slot.empty() ? s : slot[s]; }
+  bool device_features() const { return !feature_rows.empty(); }
 
   // Appends one sequence (picks relative to it). Builders for tests and the batcher.
   void add_sequence(const std::vector<uint32_t>& seq_ids, const std::vector<uint32_t>& seq_picks,

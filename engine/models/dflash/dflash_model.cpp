@@ -96,7 +96,8 @@ Status Drafter::settle(std::span<const SettleRows> rows) {
       return Error::make(ErrorKind::kInvalidArgument, "settle of slot {}: {} tap values are not rows of {}",
                          rows[i].slot, rows[i].taps.size(), tap_width());
     }
-    seqs[i] = decode::SeqRows{rows[i].slot, {}, rows[i].taps, {}, true, {}};
+    seqs[i] = decode::SeqRows{rows[i].slot, {}, rows[i].taps, {}, {}, true, {}};
+    if (rows[i].taps.empty()) seqs[i].device_features = rows[i].device;
   }
   return settle_runner_.run(seqs, context_, outputs_);
 }
@@ -116,7 +117,7 @@ Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vect
     ids_[i][0] = rows[i].anchor;
     // The block's K/V land at positions past the context and are never committed: the next settle
     // overwrites them (dflash.md §1.7).
-    seqs[i] = decode::SeqRows{rows[i].slot, ids_[i], {}, picks_, false, {}};
+    seqs[i] = decode::SeqRows{rows[i].slot, ids_[i], {}, {}, picks_, false, {}};
   }
   TANDEM_TRY(block_runner_.run(seqs, context_, outputs_));
   out.resize(rows.size());

@@ -66,10 +66,12 @@ Result<DrafterGraphs> build_drafter_graphs(const DrafterSetup& setup);
 Status check_own_tensors(const WeightSource& own, const DrafterSetup& setup, const DrafterGraphs& graphs,
                          std::string_view origin);
 
-// Tap rows of one request at positions context().length(slot)...
+// Tap rows of one request at positions context().length(slot)...: on the host, or where the target's run
+// left them (read on the device, never through the host, when the drafter runs on that backend).
 struct SettleRows {
   uint32_t slot = 0;
   std::span<const float> taps;  // rows × tap width
+  ir::DeviceRows device = {};   // used when taps is empty: device.rows rows of tap width
 };
 // A block whose anchor sits at position context().length(slot).
 struct BlockRows {

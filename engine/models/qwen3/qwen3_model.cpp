@@ -57,7 +57,7 @@ Status Target::forward(std::span<const TargetRows> rows, std::vector<TargetOut>&
         for (uint32_t r = 0; r < n; ++r) m.push_back(r);
         break;
     }
-    seqs[i] = decode::SeqRows{rows[i].slot, rows[i].ids, {}, m, true, rows[i].sampling};
+    seqs[i] = decode::SeqRows{rows[i].slot, rows[i].ids, {}, {}, m, true, rows[i].sampling};
   }
   decode::ChunkSink sink;
   if (taps && tap_width_ > 0) {

@@ -19,6 +19,14 @@ Batch two_questions() {
 
 const BatchLimits kScorer{.vocab = 16};
 
+// Device feature rows for every token of b: row 0 of a source of `rows` rows of `width` (a dummy address:
+// check() never reads it; the backend that runs the batch checks the owner).
+void with_source(Batch& b, uint32_t rows, uint32_t width) {
+  static const float data = 0.0f;
+  b.feature_source = {&data, rows, width, width, Storage::kF32, nullptr};
+  b.feature_rows.assign(b.ids.size(), 0);
+}
+
 TEST(BatchCheck, WellFormedBatchesPass) {
   EXPECT_TRUE(check(two_questions(), kScorer).ok());
   EXPECT_TRUE(check(Batch{}, kScorer).ok()) << "an empty batch is valid";
@@ -47,6 +55,13 @@ TEST(BatchCheck, EveryMalformedFieldIsRejectedByName) {
       {"features for a graph without input", [](Batch& b, BatchLimits&) { b.features = {1.0f}; }, "features has 1 values but this graph reads none"},
       {"features of the wrong size", [](Batch& b, BatchLimits& l) { l.feature_width = 2; b.features.assign(17, 0.5f); }, "features has 17 values, expected 18"},
       {"features not finite", [](Batch& b, BatchLimits& l) { l.feature_width = 1; b.features.assign(9, 0.f); b.features[4] = NAN; }, "features[4] is not finite"},
+      {"feature rows for a graph without input", [](Batch& b, BatchLimits&) { b.feature_rows.assign(9, 0); }, "feature_rows has 9 entries but this graph reads none"},
+      {"feature rows and host features", [](Batch& b, BatchLimits& l) { l.feature_width = 1; with_source(b, 9, 1); b.features.assign(9, 0.f); }, "features has 9 values and feature_rows 9: give one of them"},
+      {"feature rows too few", [](Batch& b, BatchLimits& l) { l.feature_width = 1; with_source(b, 9, 1); b.feature_rows.pop_back(); }, "feature_rows has 8 entries, expected one per token (9)"},
+      {"feature source of another width", [](Batch& b, BatchLimits& l) { l.feature_width = 2; with_source(b, 9, 3); }, "feature_source rows are 3 wide (3 apart), the graph reads rows of 2"},
+      {"feature row outside the source", [](Batch& b, BatchLimits& l) { l.feature_width = 1; with_source(b, 4, 1); b.feature_rows[6] = 4; }, "feature_rows[6] = 4 is outside the 4 rows of feature_source"},
+      {"feature source without data", [](Batch& b, BatchLimits& l) { l.feature_width = 1; with_source(b, 9, 1); b.feature_source.data = nullptr; }, "feature_source has no data"},
+      {"feature source of ids", [](Batch& b, BatchLimits& l) { l.feature_width = 1; with_source(b, 9, 1); b.feature_source.storage = Storage::kU32; }, "feature_source holds u32 ids"},
       {"decoder batch without starts", [](Batch& b, BatchLimits& l) { l.slots = 4; l.capacity = 64; b.slot = {0, 1}; }, "start has 0 entries, expected one per sequence (2)"},
       {"slot out of range", [](Batch& b, BatchLimits& l) { l.slots = 2; l.capacity = 64; b.start = {0, 0}; b.slot = {0, 2}; }, "slot[1] = 2 is outside the 2 cache slots"},
       {"two sequences in one slot", [](Batch& b, BatchLimits& l) { l.slots = 2; l.capacity = 64; b.start = {0, 0}; b.slot = {1, 1}; }, "two sequences share a cache slot"},
@@ -64,6 +79,13 @@ TEST(BatchCheck, EveryMalformedFieldIsRejectedByName) {
         << c.name << ": got '" << st.error().message() << "'";
     EXPECT_EQ(st.error().message().rfind("batch.", 0), 0u) << c.name << ": the message starts with the field";
   }
+}
+
+TEST(BatchCheck, DeviceFeatureRowsPass) {
+  Batch b = two_questions();
+  with_source(b, 12, 3);
+  b.feature_rows = {11, 0, 5, 5, 1, 2, 3, 4, 6};
+  EXPECT_TRUE(check(b, BatchLimits{.vocab = 16, .feature_width = 3}).ok());
 }
 
 TEST(BatchCheck, DecoderBatchesWithinTheirCachesPass) {

@@ -1,0 +1,81 @@
+// Launchers of the drafter's families (steps_impl.h): input (tap rows from the run's feature source) and
+// dyn_conv (DFlash 2, dflash.md §3.2). Shapes and element types are checked here, at lowering.
+#include <algorithm>
+
+#include "engine/cuda/steps_impl.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr unsigned kThreads = 256;
+
+Error mismatch(const char* op, const std::string& what) {
+  return Error::make(ErrorKind::kUnsupported, "{}: {}", op, what);
+}
+
+// One thread per element of the bucket's rows, the grid capped (the kernels loop over the rest).
+unsigned element_blocks(const StepContext& c, uint32_t rows, uint32_t width) {
+  const uint64_t blocks = (uint64_t{rows} * width + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<uint64_t>(blocks, 1, uint64_t{std::max(1u, c.sms)} * 32));
+}
+
+}  // namespace
+
+// INVARIANT (both packs): the pointers are arena values, weights or index tables that lowering sized for
+// the bucket's rows at the types checked here; the kernels touch rows below the real token count only.
+Result<KernelStep> input_step(const StepContext& c, const Loc& out) {
+  if (out.rows != ir::Rows::kTokens || out.width == 0) {
+    return mismatch("input", "output " + out.describe() + " must be token rows");
+  }
+  KernelStep s;
+  switch (out.type) {
+    case Dt::kF32: s.id = KernelId::input_f32; break;
+    case Dt::kF16: s.id = KernelId::input_f16; break;
+    case Dt::kBF16: s.id = KernelId::input_bf16; break;
+    case Dt::kU32: return mismatch("input", "output " + out.describe() + " holds ids");
+  }
+  s.grid = dim3(element_blocks(c, c.bucket.tokens, out.width));
+  s.block = dim3(kThreads);
+  s.args = kernels::InputArgs{out.ptr, c.ix.features, c.ix.feat_rows, c.ix.n, out.width};
+  return s;
+}
+
+Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& d, const float* base, const Loc& out,
+                                 uint32_t stage, uint32_t taps, uint32_t group, bool accumulate) {
+  const std::string what = fmt::format("{} with deltas {} into {}", x.describe(), d.describe(), out.describe());
+  const bool rows = x.rows == ir::Rows::kTokens && d.rows == ir::Rows::kTokens && out.rows == ir::Rows::kTokens;
+  if (!rows || x.width != out.width || group == 0 || x.width % group != 0 || taps == 0 || stage > 1 ||
+      uint64_t{d.width} != uint64_t{2} * taps * (x.width / group) || x.ptr == out.ptr || base == nullptr) {
+    return mismatch("dyn_conv", fmt::format("{}: stage {} of {} taps, groups of {} (distinct token rows, deltas "
+                                            "2·taps·width/group wide)", what, stage, taps, group));
+  }
+  KernelStep s;
+  if (x.type != d.type) return mismatch("dyn_conv", what + ": x and the deltas must have one type");
+  const auto pick = [&](KernelId same, KernelId to_f32) -> Result<KernelId> {
+    if (out.type == x.type) return same;
+    if (out.type == Dt::kF32) return to_f32;
+    return mismatch("dyn_conv", what + ": the output must be FP32 or the input's type");
+  };
+  switch (x.type) {
+    case Dt::kF32:
+      if (out.type != Dt::kF32) return mismatch("dyn_conv", what + ": FP32 input into a 16-bit output");
+      s.id = KernelId::dyn_conv_f32_f32;
+      break;
+    case Dt::kF16: {
+      TANDEM_ASSIGN(s.id, pick(KernelId::dyn_conv_f16_f16, KernelId::dyn_conv_f16_f32));
+      break;
+    }
+    case Dt::kBF16: {
+      TANDEM_ASSIGN(s.id, pick(KernelId::dyn_conv_bf16_bf16, KernelId::dyn_conv_bf16_f32));
+      break;
+    }
+    case Dt::kU32: return mismatch("dyn_conv", what + ": ids");
+  }
+  s.grid = dim3(element_blocks(c, c.bucket.tokens, x.width));
+  s.block = dim3(kThreads);
+  s.args = kernels::DynConvArgs{out.ptr, x.ptr,    d.ptr, base,  c.ix.seq, c.ix.cu, c.ix.n, x.width,
+                                taps,    group,    stage, accumulate ? 1u : 0u};
+  return s;
+}
+
+}  // namespace tandem::cuda

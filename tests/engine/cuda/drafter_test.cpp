@@ -1,0 +1,226 @@
+// DFlash v1/v2 drafters on CUDA plans (issue 10): after settling each fixture case's context tap rows,
+// block logits (and v2's selector rows) against the CPU backend, FP32 within 1e-4 of max(1, |cpu|) and
+// BF16 within the bound below, and FP32 against the PyTorch reference too; a settle from the target's tap
+// rows left on the device gives exactly the logits of a settle from the same rows fetched to the host,
+// and the device path is the one taken (rows held by another backend are refused, not read).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/models/dflash/dflash_model.h"
+#include "engine/models/qwen3/qwen3_model.h"
+#include "tests/engine/cuda/gpu_test_util.h"
+
+namespace tandem::cuda::test {
+namespace {
+
+using json = nlohmann::json;
+using models::dflash::BlockOut;
+using models::dflash::BlockRows;
+using models::dflash::Drafter;
+using models::dflash::DrafterOptions;
+using models::dflash::SettleRows;
+
+const std::string kRoot = TANDEM_SOURCE_DIR;
+
+// BF16 plans round GEMM operands and activations to 8 significant bits through two drafter layers and the
+// LM head; a value is bounded relative to its row's largest (worst measured on the emulator: logits 0.009,
+// v2 selector rows 0.017; the bound is ~3x those).
+double tolerance(ir::Precision p) { return p == ir::Precision::kF32 ? 1e-4 : 5e-2; }
+
+json load_reference() {
+  const std::string path = kRoot + "/tests/fixtures/dflash/reference.json";
+  std::ifstream f(path);
+  if (!f) {
+    ADD_FAILURE() << "missing fixture " << path;
+    return json();
+  }
+  return json::parse(f, nullptr, /*allow_exceptions=*/false);
+}
+
+std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision) {
+  CudaOptions o;
+  o.precision = precision;
+  auto b = make_cuda_backend(o);
+  EXPECT_TRUE(b.ok()) << b.error().message();
+  return b.ok() ? std::move(b).value() : nullptr;
+}
+
+// Largest |x| of each row.
+std::vector<double> row_scale(const ir::Tensor2& t) {
+  std::vector<double> out(t.rows, 1.0);
+  for (uint32_t r = 0; r < t.rows; ++r) {
+    for (uint32_t c = 0; c < t.width; ++c) out[r] = std::max(out[r], std::fabs(double{t.at(r, c)}));
+  }
+  return out;
+}
+
+// The worst |got − want| / scale over the tensor; fails naming the first element past tol.
+double compare(const ir::Tensor2& got, const ir::Tensor2& want, double tol, bool by_row, const std::string& what) {
+  EXPECT_EQ(got.rows, want.rows) << what;
+  EXPECT_EQ(got.width, want.width) << what;
+  if (got.rows != want.rows || got.width != want.width) return 1e30;
+  const std::vector<double> scale = row_scale(want);
+  double worst = 0.0;
+  for (uint32_t r = 0; r < want.rows; ++r) {
+    for (uint32_t c = 0; c < want.width; ++c) {
+      const double w = want.at(r, c);
+      const double err = std::fabs(got.at(r, c) - w) / (by_row ? scale[r] : std::max(1.0, std::fabs(w)));
+      worst = std::max(worst, err);
+      if (!(err <= tol)) {
+        ADD_FAILURE() << what << ": row " << r + 1 << " column " << c << " is " << got.at(r, c) << ", expected " << w
+                      << " (error " << err << ", bound " << tol << ")";
+        return worst;
+      }
+    }
+  }
+  return worst;
+}
+
+struct Drafted {
+  BlockOut out;
+  bool ok = false;
+};
+
+Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std::string& target_dir, const json& c) {
+  Drafted d;
+  const uint32_t a = c["context_len"], block = c["block_size"], anchor = c["anchor"];
+  std::optional<uint32_t> width;
+  if (c.contains("draft_vocab") && !c["draft_vocab"].is_null()) width = c["draft_vocab"].get<uint32_t>();
+  auto drafter = Drafter::open(backend, dir, target_dir, DrafterOptions{1, a + block, 0, width, nullptr});
+  EXPECT_TRUE(drafter.ok()) << drafter.error().message();
+  if (!drafter.ok()) return d;
+  std::vector<float> taps;
+  for (const json& row : c["taps"]) {
+    for (const json& x : row) taps.push_back(x.get<float>());
+  }
+  const SettleRows settle{0, taps, {}};
+  auto st = (*drafter)->settle({&settle, 1});
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  std::vector<BlockOut> out;
+  const BlockRows rows{0, anchor};
+  st = (*drafter)->draft({&rows, 1}, block, out);
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  if (!st.ok()) return d;
+  d.out = std::move(out[0]);
+  d.ok = true;
+  return d;
+}
+
+TEST(CudaDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackend) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_reference();
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
+  auto cpu = cpu::make_cpu_backend(2);
+  for (ir::Precision p : {ir::Precision::kF32, ir::Precision::kBF16}) {
+    auto cuda = cuda_backend(p);
+    ASSERT_NE(cuda, nullptr);
+    for (const json& m : ref["drafters"]) {
+      const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
+      double worst_logits = 0.0, worst_selector = 0.0;
+      for (size_t ci = 0; ci < m["cases"].size(); ++ci) {
+        const json& c = m["cases"][ci];
+        const std::string what = fmt::format("{} case {} at {}", m["dir"].get<std::string>(), ci, ir::to_string(p));
+        const Drafted want = settle_and_draft(*cpu, dir, target_dir, c);
+        const Drafted got = settle_and_draft(*cuda, dir, target_dir, c);
+        ASSERT_TRUE(want.ok && got.ok) << what;
+        const bool by_row = p != ir::Precision::kF32;
+        worst_logits = std::max(worst_logits, compare(got.out.logits, want.out.logits, tolerance(p), by_row,
+                                                      what + " logits"));
+        if (p == ir::Precision::kF32) {
+          ir::Tensor2 fixture;
+          fixture.rows = static_cast<uint32_t>(c["logits"].size());
+          fixture.width = static_cast<uint32_t>(c["logits"][0].size());
+          for (const json& row : c["logits"]) {
+            for (const json& x : row) fixture.data.push_back(x.get<float>());
+          }
+          compare(got.out.logits, fixture, 1e-4, false, what + " logits vs the PyTorch reference");
+        }
+        if (m["version"].get<uint32_t>() == 2) {
+          worst_selector = std::max(worst_selector, compare(got.out.selector, want.out.selector, tolerance(p), by_row,
+                                                            what + " selector rows"));
+        } else {
+          EXPECT_EQ(got.out.selector.rows, 0u) << what;
+        }
+      }
+      std::cerr << m["dir"].get<std::string>() << " at " << ir::to_string(p) << ": worst logits error "
+                << worst_logits << ", selector " << worst_selector << "\n";
+    }
+  }
+}
+
+// The target's prompt run leaves its tap rows on the device; the drafter settles from them inside the
+// tap sink. The same rows fetched to the host and settled from there give the same bits.
+TEST(CudaDrafter, SettlesFromTheTargetsDeviceTapsWithoutTheHost) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_reference();
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
+  auto cpu = cpu::make_cpu_backend(1);
+  for (ir::Precision p : {ir::Precision::kF32, ir::Precision::kBF16}) {
+    auto cuda = cuda_backend(p);
+    ASSERT_NE(cuda, nullptr);
+    for (const json& m : ref["drafters"]) {
+      const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
+      SCOPED_TRACE(dir + " at " + ir::to_string(p));
+      const uint32_t prompt_len = 13, block = 8, capacity = 32;
+      auto on_device = Drafter::open(*cuda, dir, target_dir, DrafterOptions{1, capacity, 0, std::nullopt, nullptr});
+      auto on_host = Drafter::open(*cuda, dir, target_dir, DrafterOptions{1, capacity, 0, std::nullopt, nullptr});
+      ASSERT_TRUE(on_device.ok() && on_host.ok());
+      models::qwen3::TargetOptions to;
+      to.tap_layers = (*on_device)->target_layer_ids();
+      to.capacity = capacity;
+      auto target = models::qwen3::Target::open(*cuda, target_dir, to);
+      ASSERT_TRUE(target.ok()) << target.error().message();
+      std::vector<uint32_t> prompt(prompt_len);
+      for (uint32_t i = 0; i < prompt_len; ++i) prompt[i] = (17 * i + 5) % 200;
+      const models::qwen3::TargetRows rows{0, prompt, models::qwen3::LogitRows::kLast, {}};
+      std::vector<models::qwen3::TargetOut> out;
+      uint32_t settled = 0;
+      const models::qwen3::TapSink sink = [&](size_t, uint32_t first, const ir::DeviceRows& taps) -> Status {
+        EXPECT_EQ(first, settled);
+        EXPECT_EQ(taps.owner, cuda.get());
+        const SettleRows s{0, {}, taps};
+        TANDEM_TRY((*on_device)->settle({&s, 1}));
+        // The device path, not a host copy: the same rows said to be another backend's are refused.
+        ir::DeviceRows foreign = taps;
+        foreign.owner = cpu.get();
+        const SettleRows f{0, {}, foreign};
+        const Status refused = (*on_host)->settle({&f, 1});
+        EXPECT_FALSE(refused.ok());
+        if (!refused.ok()) {
+          EXPECT_NE(refused.error().message().find("held by another backend"), std::string::npos)
+              << refused.error().message();
+        }
+        settled += taps.rows;
+        return {};
+      };
+      auto st = (*target)->forward({&rows, 1}, out, sink);
+      ASSERT_TRUE(st.ok()) << st.error().message();
+      EXPECT_EQ(settled, prompt_len);
+      ASSERT_TRUE((*target)->cache().crop(0, 0).ok());
+      st = (*target)->forward_fetching_taps({&rows, 1}, out);
+      ASSERT_TRUE(st.ok()) << st.error().message();
+      const SettleRows host{0, out[0].taps.data, {}};
+      ASSERT_TRUE((*on_host)->context().crop(0, 0).ok());
+      st = (*on_host)->settle({&host, 1});
+      ASSERT_TRUE(st.ok()) << st.error().message();
+      std::vector<BlockOut> a, b;
+      const BlockRows block_rows{0, out[0].ids.id(0, 0)};
+      ASSERT_TRUE((*on_device)->draft({&block_rows, 1}, block, a).ok());
+      ASSERT_TRUE((*on_host)->draft({&block_rows, 1}, block, b).ok());
+      EXPECT_EQ(a[0].logits.data, b[0].logits.data);
+      EXPECT_EQ(a[0].selector.data, b[0].selector.data);
+      EXPECT_EQ((*on_device)->context().length(0), prompt_len);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::cuda::test
