@@ -1,11 +1,12 @@
 // The compat model on CUDA against the CPU reference backend (scorer.md §5): FP32 within 1e-4, FP16
 // probabilities within 1.5e-2 per question and 5e-4 on average with argmax equal past a 1e-2 margin,
-// every default bucket, plans captured as CUDA graphs, decoder graphs refused.
+// every default bucket, plans captured as CUDA graphs, an op past the kernels' limits refused.
 #include <iostream>
 #include <set>
 
 #include "engine/cuda/plan_impl.h"
 #include "engine/cuda/weights_impl.h"
+#include "kernels/args.cuh"
 #include "tests/engine/cuda/gpu_test_util.h"
 #include "tests/engine/cuda/model_util.h"
 
@@ -229,16 +230,24 @@ TEST_F(ModelTest, RopeIsFusedIntoAttention) {
 // An op the backend does not run is refused before anything is allocated, named with its index; a
 // decoder's caches get a State sized as asked.
 TEST_F(ModelTest, UnsupportedOpsAreNamedAndStatesAreSized) {
+  // A top-k past what the kernel keeps (kernels::kTopKMax) is the op the backend refuses.
   ir::Graph g;
-  g.feature_width = 8;
-  const ir::Val x = g.add_val(ir::Rows::kTokens, 8, "x");
+  g.feature_width = 256;
+  const ir::Val x = g.add_val(ir::Rows::kTokens, 256, "x");
+  const uint32_t k = kernels::kTopKMax + 1;
+  const ir::Val ids = g.add_val(ir::Rows::kTokens, k, "ids", ir::Elem::kU32);
+  const ir::Val values = g.add_val(ir::Rows::kTokens, k, "values");
   g.add_op(ir::Input{x});
-  g.add_output("x", x);
-  ASSERT_FALSE(f32_->backend->supports(g, g.ops[0]).ok());
+  g.add_op(ir::TopK{x, 256, k, ids, values});
+  g.add_output("ids", ids);
+  ASSERT_TRUE(f32_->backend->supports(g, g.ops[0]).ok());
+  ASSERT_FALSE(f32_->backend->supports(g, g.ops[1]).ok());
   auto plan = f32_->backend->lower(*f32_->weights, g, ir::Bucket{32, 8, 32});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.error().kind(), ErrorKind::kUnsupported);
-  EXPECT_NE(plan.error().message().find("the cuda backend cannot run graph op 0 (input)"), std::string::npos)
+  EXPECT_NE(plan.error().message().find("the cuda backend cannot run graph op 1 (top_k)"), std::string::npos)
+      << plan.error().message();
+  EXPECT_NE(plan.error().message().find("top_k of 65 (the CUDA kernel keeps up to 64)"), std::string::npos)
       << plan.error().message();
   g.add_cache("kv.0", 8);
   g.add_cache("kv.1", 24);
