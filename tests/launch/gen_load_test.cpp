@@ -35,19 +35,20 @@ std::string deployment() {
          "models:\n"
          "  target: {dir: " + kModels + "pylm}\n"
          "  drafter: {dir: " + kModels + "pylm-dflash}\n"
-         "generation: {slots: 32, kv_capacity: 128, block_size: 4}\n"
+         "generation: {slots: 32, kv_capacity: 128, block_size: 2}\n"
          "ranks:\n  - role: coordinator\n  - role: generator\n  - role: generator\n";
 }
 
-// pylm-dflash's held-out prompts cut to every length from 4 to 40 tokens: 296 distinct prompts, one a
-// line, as `tandem generate --prompt-file` and tandem-gen-loadgen read them.
+// pylm-dflash's held-out prompts cut to every length from 2 to 33 tokens: 256 distinct prompts, one a
+// line, as `tandem generate --prompt-file` and tandem-gen-loadgen read them. (Short prompts and block 2
+// keep 10,000 requests within minutes on 2 shared cores: prefill and verify are most of a rank's time.)
 std::filesystem::path write_prompts(const TempDir& dir) {
   std::ifstream in(kModels + "pylm-dflash/eval.json");
   const auto held_out = json::parse(in).at("prompts").get<std::vector<std::vector<uint32_t>>>();
   const auto file = dir.path() / "prompts.txt";
   std::ofstream out(file);
   for (const auto& p : held_out) {
-    for (size_t len = 4; len <= std::min<size_t>(40, p.size()); ++len) {
+    for (size_t len = 2; len <= std::min<size_t>(33, p.size()); ++len) {
       for (size_t i = 0; i < len; ++i) out << (i ? "," : "") << p[i];
       out << "\n";
     }
@@ -113,7 +114,7 @@ TEST(GenLoad, TenThousandCompletionsOver64ConnectionsAllAnsweredRight) {
 
   const json s = load(dir, *port, prompts, expect, kRequests, code);
   EXPECT_EQ(code, 0) << s.dump(2);
-  EXPECT_EQ(s.value("distinct_cases", 0), 888) << s.dump(2);
+  EXPECT_EQ(s.value("distinct_cases", 0), 768) << s.dump(2);
   EXPECT_EQ(s.value("ok", 0), kRequests) << s.dump(2);
   EXPECT_EQ(s.value("mismatched", -1), 0) << s.dump(2);
   EXPECT_EQ(s.value("lost", -1), 0) << s.dump(2);
