@@ -208,7 +208,8 @@ void connection_main(const Options& o, const std::string& host, uint16_t port, c
     if (!reply) {
       const bool hung = sent && !conn->closed();
       ++(hung ? out.timed_out : out.lost);
-      out.note("request " + std::to_string(i) + (hung ? ": no answer within --timeout-ms" : ": connection closed before an answer"));
+      out.note("request " + std::to_string(i) +
+               (hung ? ": no answer within --timeout-ms" : ": connection closed before an answer"));
       conn.reset();
       continue;
     }

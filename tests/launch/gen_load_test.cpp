@@ -64,15 +64,16 @@ std::filesystem::path expectations(const TempDir& dir, const std::filesystem::pa
                         std::to_string(s.seed), "--threads", "2"},
                        dir.path() / "generate.log");
   EXPECT_EQ(r.code, 0) << r.output;
-  // The JSON is the output from its first line that is "{" (logs go before it, to stderr).
-  const size_t begin = r.output.rfind("\n{\n") == std::string::npos ? r.output.find("{\n") : r.output.rfind("\n{\n") + 1;
+  // The JSON runs from its last line that is "{" to the last "}" (the log shares the file).
+  const size_t last = r.output.rfind("\n{\n");
+  const size_t begin = last == std::string::npos ? r.output.find("{\n") : last + 1;
   std::ofstream(log) << r.output.substr(begin, r.output.rfind("\n}") + 2 - begin);
   return log;
 }
 
 // tandem-gen-loadgen's summary (its stdout is the JSON; it logs nothing when all goes well).
-json load(const TempDir& dir, uint16_t port, const std::filesystem::path& prompts, const std::vector<std::string>& expect,
-          size_t requests, int& code) {
+json load(const TempDir& dir, uint16_t port, const std::filesystem::path& prompts,
+          const std::vector<std::string>& expect, size_t requests, int& code) {
   std::vector<std::string> argv = {TANDEM_GEN_LOADGEN, "--url", "http://127.0.0.1:" + std::to_string(port),
                                    "--prompt-file", prompts.string(), "--requests", std::to_string(requests),
                                    "--connections", std::to_string(kConnections), "--max-tokens",
