@@ -80,9 +80,17 @@ int serve(const ServeOptions& options) {
   if (topo.is_coordinator()) {
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
+    // A job serves scoring, generation or both: name the models it has (a generation-only job has no
+    // scorer model).
+    std::string served;
+    size_t generation_ranks = 0;
+    if (const config::Model* m = d.model(config::Role::kScorer)) served = m->name;
+    if (const config::Model* m = d.model(config::Role::kTarget)) served += (served.empty() ? "" : " and ") + m->name;
+    for (const config::Rank& r : d.ranks) generation_ranks += config::runs_target(r.role) ? 1 : 0;
     const coordinator::CoordinatorExit end = coordinator::run_coordinator(d, topo, *transport, g_stop, [&](uint16_t port) {
-      std::printf("tandem: serving %s at http://%s:%u (%zu scorer ranks)\n", d.model(config::Role::kScorer)->name.c_str(),
-                  d.server.host.c_str(), static_cast<unsigned>(port), topo.ranks_with(config::Role::kScorer).size());
+      std::printf("tandem: serving %s at http://%s:%u (%zu scorer ranks, %zu generation ranks)\n", served.c_str(),
+                  d.server.host.c_str(), static_cast<unsigned>(port), topo.ranks_with(config::Role::kScorer).size(),
+                  generation_ranks);
       std::fflush(stdout);
     });
     write_exit_file(options.exit_file, end.code);
