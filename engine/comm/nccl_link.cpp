@@ -382,6 +382,7 @@ void NcclLinkImpl::abort() {
 }
 
 void NcclLinkImpl::close() {
+  cudaSetDevice(options_.device);  // the destructor may run on any thread
   if (!aborted_ && send_comm_ != nullptr) {
     // A clean end once the peer has taken every message (wait_slot aborts when it does not).
     for (SendSlot& slot : slots_) {

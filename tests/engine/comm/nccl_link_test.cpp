@@ -62,7 +62,7 @@ struct Pair {
 };
 
 // Both ends set up at once, as two ranks would.
-Pair connect(const Devices& d, NcclLinkOptions target_options, NcclLinkOptions drafter_options) {
+Pair connect(NcclLinkOptions target_options, NcclLinkOptions drafter_options) {
   auto [a, b] = make_local_pipes(0, 1);
   std::optional<Result<std::unique_ptr<NcclLink>>> far;
   std::thread t([&, pipe = std::move(b)]() mutable { far.emplace(make_nccl_link(std::move(pipe), drafter_options)); });
@@ -73,7 +73,6 @@ Pair connect(const Devices& d, NcclLinkOptions target_options, NcclLinkOptions d
   EXPECT_TRUE(far->ok()) << far->error().message();
   if (near.ok()) p.target = std::move(near).value();
   if (far->ok()) p.drafter = std::move(*far).value();
-  (void)d;
   return p;
 }
 
@@ -164,7 +163,7 @@ void expect_message(NcclLink& link, int sender, int i) {
 
 TEST(NcclLink, TargetToDrafterInOrderWithMessagesInFlight) {
   REQUIRE_TWO_DEVICES(d);
-  Pair p = connect(d, options(0, d.target), options(1, d.drafter));
+  Pair p = connect(options(0, d.target), options(1, d.drafter));
   ASSERT_TRUE(p.target && p.drafter);
   EXPECT_STREQ(p.target->kind(), "nccl");
   EXPECT_EQ(p.target->peer(), 1);
@@ -184,7 +183,7 @@ TEST(NcclLink, TargetToDrafterInOrderWithMessagesInFlight) {
 
 TEST(NcclLink, BothDirectionsAtOnce) {
   REQUIRE_TWO_DEVICES(d);
-  Pair p = connect(d, options(0, d.target), options(1, d.drafter));
+  Pair p = connect(options(0, d.target), options(1, d.drafter));
   ASSERT_TRUE(p.target && p.drafter);
   // Each side puts kSendSlots messages with rows and one without in flight, then receives the other's.
   const std::vector<int> ids = {0, 1, 2, 3, 4};
@@ -234,7 +233,7 @@ TEST(NcclLink, PeerThatAbortsMidTransferFailsTheReceive) {
   REQUIRE_TWO_DEVICES(d);
   NcclLinkOptions faulty = options(1, d.drafter);
   faulty.abort_after_header = true;
-  Pair p = connect(d, options(0, d.target), faulty);
+  Pair p = connect(options(0, d.target), faulty);
   ASSERT_TRUE(p.target && p.drafter);
   std::thread drafter([&] {
     ASSERT_EQ(cudaSetDevice(d.drafter), cudaSuccess);
