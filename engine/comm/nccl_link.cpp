@@ -90,6 +90,7 @@ class NcclLinkImpl final : public NcclLink {
   }
   Status exchange_ids(std::array<ncclUniqueId, 2>& ids);
   Status init_comms(const std::array<ncclUniqueId, 2>& ids);
+  Status first_transfer();
   // Waits out ncclInProgress from a call on a non-blocking communicator.
   ncclResult_t settle(ncclResult_t r, ncclComm_t comm);
   Status wait_slot(SendSlot& slot, uint64_t message);
@@ -214,8 +215,54 @@ Status NcclLinkImpl::start() {
   std::array<ncclUniqueId, 2> ids{};
   TANDEM_TRY(exchange_ids(ids));
   Status st = init_comms(ids);
+  if (st.ok()) st = first_transfer();
   if (!st.ok()) abort();
   return st;
+}
+
+// NCCL connects two ranks at their first transfer, which can block or fail like the init: one value
+// each way now, within the start-up deadline, so the messages' transfers find the connections made.
+Status NcclLinkImpl::first_transfer() {
+  SendSlot& slot = slots_[0];
+  TANDEM_TRY(slot.buffer.reserve(sizeof(float), "a send slot of the NCCL link"));
+  TANDEM_TRY(received_.reserve(sizeof(float), "received rows of the NCCL link"));
+  if (cudaError_t e = cudaMemsetAsync(slot.buffer.data, 0, sizeof(float), send_stream_); e != cudaSuccess) {
+    return device_error(e, "cudaMemsetAsync");
+  }
+  const auto fail = [&](ncclResult_t r, const char* call, ncclComm_t comm) {
+    return Error::make(ErrorKind::kDevice, "{}: step first transfer: {}: {}", where(), call, nccl_text(r, comm));
+  };
+  if (ncclResult_t r = settle(ncclSend(slot.buffer.data, 1, ncclFloat32, nccl_peer_, send_comm_, send_stream_), send_comm_);
+      r != ncclSuccess) {
+    return fail(r, "ncclSend", send_comm_);
+  }
+  if (cudaError_t e = cudaEventRecord(slot.done, send_stream_); e != cudaSuccess) return device_error(e, "cudaEventRecord");
+  if (ncclResult_t r = settle(ncclRecv(received_.data, 1, ncclFloat32, nccl_peer_, recv_comm_, recv_stream_), recv_comm_);
+      r != ncclSuccess) {
+    return fail(r, "ncclRecv", recv_comm_);
+  }
+  if (cudaError_t e = cudaEventRecord(recv_done_, recv_stream_); e != cudaSuccess) return device_error(e, "cudaEventRecord");
+  const auto deadline = Clock::now() + options_.init_timeout;
+  for (cudaEvent_t ev : {slot.done, recv_done_}) {
+    for (;;) {
+      const cudaError_t e = cudaEventQuery(ev);
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) return device_error(e, "cudaEventQuery");
+      for (ncclComm_t c : {send_comm_, recv_comm_}) {
+        ncclResult_t state = ncclSuccess;
+        if (ncclCommGetAsyncError(c, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
+          return fail(state, "ncclCommGetAsyncError", c);
+        }
+      }
+      if (Clock::now() >= deadline) {
+        return Error::make(ErrorKind::kTimeout,
+                           "{}: step first transfer did not finish within {} ms; the communicators were aborted",
+                           where(), options_.init_timeout.count());
+      }
+      std::this_thread::sleep_for(kPoll);
+    }
+  }
+  return ok_status();
 }
 
 Status NcclLinkImpl::wait_slot(SendSlot& slot, uint64_t message) {
