@@ -232,17 +232,38 @@ Status NcclLinkImpl::first_transfer() {
   const auto fail = [&](ncclResult_t r, const char* call, ncclComm_t comm) {
     return Error::make(ErrorKind::kDevice, "{}: step first transfer: {}: {}", where(), call, nccl_text(r, comm));
   };
-  if (ncclResult_t r = settle(ncclSend(slot.buffer.data, 1, ncclFloat32, nccl_peer_, send_comm_, send_stream_), send_comm_);
-      r != ncclSuccess) {
-    return fail(r, "ncclSend", send_comm_);
+  // One group: each rank's connect waits for its peer's, so a send and then a receive would deadlock.
+  ncclGroupStart();
+  const ncclResult_t rs = ncclSend(slot.buffer.data, 1, ncclFloat32, nccl_peer_, send_comm_, send_stream_);
+  const ncclResult_t rr = ncclRecv(received_.data, 1, ncclFloat32, nccl_peer_, recv_comm_, recv_stream_);
+  const ncclResult_t rg = ncclGroupEnd();
+  if (rs != ncclSuccess && rs != ncclInProgress) return fail(rs, "ncclSend", send_comm_);
+  if (rr != ncclSuccess && rr != ncclInProgress) return fail(rr, "ncclRecv", recv_comm_);
+  if (rg != ncclSuccess && rg != ncclInProgress) return fail(rg, "ncclGroupEnd", send_comm_);
+  // With non-blocking communicators the group may still be connecting: its work is queued once both
+  // communicators leave ncclInProgress (polled below with the events).
+  const auto deadline = Clock::now() + options_.init_timeout;
+  for (;;) {
+    int ready = 0;
+    for (ncclComm_t c : {send_comm_, recv_comm_}) {
+      ncclResult_t state = ncclInProgress;
+      if (ncclCommGetAsyncError(c, &state) != ncclSuccess) state = ncclInternalError;
+      if (state == ncclSuccess) {
+        ready += 1;
+      } else if (state != ncclInProgress) {
+        return fail(state, "ncclCommGetAsyncError", c);
+      }
+    }
+    if (ready == 2) break;
+    if (Clock::now() >= deadline) {
+      return Error::make(ErrorKind::kTimeout,
+                         "{}: step first transfer did not finish within {} ms; the communicators were aborted",
+                         where(), options_.init_timeout.count());
+    }
+    std::this_thread::sleep_for(kPoll);
   }
   if (cudaError_t e = cudaEventRecord(slot.done, send_stream_); e != cudaSuccess) return device_error(e, "cudaEventRecord");
-  if (ncclResult_t r = settle(ncclRecv(received_.data, 1, ncclFloat32, nccl_peer_, recv_comm_, recv_stream_), recv_comm_);
-      r != ncclSuccess) {
-    return fail(r, "ncclRecv", recv_comm_);
-  }
   if (cudaError_t e = cudaEventRecord(recv_done_, recv_stream_); e != cudaSuccess) return device_error(e, "cudaEventRecord");
-  const auto deadline = Clock::now() + options_.init_timeout;
   for (cudaEvent_t ev : {slot.done, recv_done_}) {
     for (;;) {
       const cudaError_t e = cudaEventQuery(ev);
