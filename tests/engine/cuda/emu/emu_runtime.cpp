@@ -406,6 +406,8 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, uns
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+// Work runs when it is queued, so a recorded event is always complete.
+cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   tandem::emu::DeviceScope scope;

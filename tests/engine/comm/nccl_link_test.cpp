@@ -1,0 +1,260 @@
+// The NCCL link (engine/comm/nccl_link.h) between two ranks played by threads of one process: on two
+// GPUs with real NCCL (label gpu; skipped without two devices) and, as comm_nccl_link_test_emu, on the
+// CUDA and NCCL emulators (CI). Rows arrive bit-exact and in order, several messages in flight both
+// ways; a peer that never joins or that aborts mid-transfer fails the other side with its reason.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/comm/nccl_link.h"
+
+namespace tandem::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Devices {
+  int target = 0;
+  int drafter = 0;
+  std::string skip;  // why the test cannot run here
+};
+
+Devices devices() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  Devices d;
+  cudaDeviceProp prop{};
+  if (n > 0 && cudaGetDeviceProperties(&prop, 0) == cudaSuccess &&
+      std::string(prop.name).rfind("tandem emulator", 0) == 0) {
+    return d;  // the emulator: both ranks on its one device
+  }
+  if (n < 2) d.skip = "an NCCL link needs 2 CUDA devices, this machine has " + std::to_string(n);
+  d.drafter = 1;
+  return d;
+}
+
+#define REQUIRE_TWO_DEVICES(d)                  \
+  const Devices d = devices();                  \
+  do {                                          \
+    if (!d.skip.empty()) GTEST_SKIP() << d.skip; \
+  } while (false)
+
+NcclLinkOptions options(int rank, int device) {
+  NcclLinkOptions o;
+  o.rank = rank;
+  o.device = device;
+  o.init_timeout = 20s;
+  o.rows_timeout = 20s;
+  return o;
+}
+
+struct Pair {
+  std::unique_ptr<NcclLink> target;   // rank 0
+  std::unique_ptr<NcclLink> drafter;  // rank 1
+};
+
+// Both ends set up at once, as two ranks would.
+Pair connect(NcclLinkOptions target_options, NcclLinkOptions drafter_options) {
+  auto [a, b] = make_local_pipes(0, 1);
+  std::optional<Result<std::unique_ptr<NcclLink>>> far;
+  std::thread t([&, pipe = std::move(b)]() mutable { far.emplace(make_nccl_link(std::move(pipe), drafter_options)); });
+  auto near = make_nccl_link(std::move(a), target_options);
+  t.join();
+  Pair p;
+  EXPECT_TRUE(near.ok()) << near.error().message();
+  EXPECT_TRUE(far->ok()) << far->error().message();
+  if (near.ok()) p.target = std::move(near).value();
+  if (far->ok()) p.drafter = std::move(*far).value();
+  return p;
+}
+
+// Message i: 2 + i % 5 rows of width 7, of every bit pattern (NaN payloads, denormals, -0).
+std::vector<float> message_rows(int sender, int i, uint32_t rows, uint32_t width) {
+  std::mt19937 rng(static_cast<uint32_t>(1000 * sender + i));
+  std::vector<float> out(size_t{rows} * width);
+  for (float& x : out) {
+    const auto bits = static_cast<uint32_t>(rng());
+    std::memcpy(&x, &bits, sizeof(x));
+  }
+  return out;
+}
+
+constexpr uint32_t kWidth = 7;
+constexpr uint32_t kStride = 9;  // device rows are strided and start past row 0
+constexpr uint32_t kFirst = 1;
+uint32_t rows_of(int i) { return 2 + static_cast<uint32_t>(i) % 5; }
+
+// Device rows of a backend output: `rows` after kFirst padding rows, kStride apart.
+struct DeviceOutput {
+  void* data = nullptr;
+  ir::DeviceRows rows;
+  DeviceOutput(int device, const std::vector<float>& packed, uint32_t n) {
+    EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
+    std::vector<float> host(size_t{kFirst + n + 1} * kStride, -1.0f);
+    for (uint32_t r = 0; r < n; ++r) {
+      std::memcpy(&host[(kFirst + r) * kStride], &packed[size_t{r} * kWidth], kWidth * sizeof(float));
+    }
+    EXPECT_EQ(cudaMalloc(&data, host.size() * sizeof(float)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(data, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    rows.data = data;
+    rows.rows = kFirst + n + 1;
+    rows.width = kWidth;
+    rows.stride = kStride;
+  }
+  ~DeviceOutput() { cudaFree(data); }
+  DeviceOutput(const DeviceOutput&) = delete;
+  DeviceOutput& operator=(const DeviceOutput&) = delete;
+};
+
+std::vector<uint8_t> header_of(int sender, int i) {
+  return {static_cast<uint8_t>('h'), static_cast<uint8_t>(sender), static_cast<uint8_t>(i)};
+}
+
+// Sends message i: device rows, except every third (host rows) and every fifth (no rows).
+void send_message(NcclLink& link, int device, int sender, int i) {
+  const std::vector<uint8_t> header = header_of(sender, i);
+  if (i % 5 == 4) {
+    auto st = link.send(header, RowsOut::none());
+    ASSERT_TRUE(st.ok()) << st.error().message();
+    return;
+  }
+  const std::vector<float> packed = message_rows(sender, i, rows_of(i), kWidth);
+  if (i % 3 == 2) {
+    auto st = link.send(header, RowsOut::of_host(packed, kWidth));
+    ASSERT_TRUE(st.ok()) << st.error().message();
+    return;
+  }
+  DeviceOutput out(device, packed, rows_of(i));
+  RowsOut r;
+  r.width = kWidth;
+  r.device = &out.rows;
+  r.first = kFirst;
+  r.count = rows_of(i);
+  auto st = link.send(header, r);  // returns once `out` may be freed
+  ASSERT_TRUE(st.ok()) << st.error().message();
+}
+
+void expect_message(NcclLink& link, int sender, int i) {
+  auto got = link.recv(Clock::now() + 20s);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_TRUE(got->has_value()) << "message " << i << " from rank " << sender << " did not come";
+  const Packet& p = **got;
+  EXPECT_EQ(p.header, header_of(sender, i)) << "message " << i << " out of order";
+  if (i % 5 == 4) {
+    EXPECT_EQ(p.rows, 0u);
+    EXPECT_TRUE(p.data.empty());
+    return;
+  }
+  ASSERT_EQ(p.rows, rows_of(i));
+  ASSERT_EQ(p.width, kWidth);
+  const std::vector<float> want = message_rows(sender, i, rows_of(i), kWidth);
+  ASSERT_EQ(p.data.size(), want.size());
+  EXPECT_EQ(std::memcmp(p.data.data(), want.data(), want.size() * sizeof(float)), 0)
+      << "message " << i << " from rank " << sender << " is not bit-exact";
+}
+
+TEST(NcclLink, TargetToDrafterInOrderWithMessagesInFlight) {
+  REQUIRE_TWO_DEVICES(d);
+  Pair p = connect(options(0, d.target), options(1, d.drafter));
+  ASSERT_TRUE(p.target && p.drafter);
+  EXPECT_STREQ(p.target->kind(), "nccl");
+  EXPECT_EQ(p.target->peer(), 1);
+  EXPECT_EQ(p.drafter->peer(), 0);
+  constexpr int kMessages = 12;
+  std::thread sender([&] {
+    ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
+    for (int i = 0; i < kMessages; ++i) send_message(*p.target, d.target, 0, i);
+  });
+  std::this_thread::sleep_for(50ms);  // the first kSendSlots messages are in flight before any receive
+  for (int i = 0; i < kMessages; ++i) expect_message(*p.drafter, 0, i);
+  sender.join();
+  EXPECT_EQ(p.target->stats().messages_sent, uint64_t{kMessages});
+  EXPECT_EQ(p.drafter->stats().messages_received, uint64_t{kMessages});
+  EXPECT_EQ(p.target->stats().bytes_sent, p.drafter->stats().bytes_received);
+}
+
+TEST(NcclLink, BothDirectionsAtOnce) {
+  REQUIRE_TWO_DEVICES(d);
+  Pair p = connect(options(0, d.target), options(1, d.drafter));
+  ASSERT_TRUE(p.target && p.drafter);
+  // Each side puts kSendSlots messages with rows and one without in flight, then receives the other's.
+  const std::vector<int> ids = {0, 1, 2, 3, 4};
+  auto side = [&](NcclLink& link, int device, int me) {
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    for (int i : ids) send_message(link, device, me, i);
+    for (int i : ids) expect_message(link, 1 - me, i);
+  };
+  std::thread drafter([&] { side(*p.drafter, d.drafter, 1); });
+  side(*p.target, d.target, 0);
+  drafter.join();
+}
+
+TEST(NcclLink, PeerThatNeverJoinsFailsInitWithinTheTimeout) {
+  REQUIRE_TWO_DEVICES(d);
+  {
+    auto [a, b] = make_local_pipes(0, 1);  // rank 1 holds its end but never sets the link up
+    NcclLinkOptions o = options(0, d.target);
+    o.init_timeout = 300ms;
+    const auto start = Clock::now();
+    auto link = make_nccl_link(std::move(a), o);
+    const auto took = Clock::now() - start;
+    ASSERT_FALSE(link.ok());
+    EXPECT_EQ(link.error().kind(), ErrorKind::kTimeout);
+    EXPECT_EQ(link.error().message(),
+              "NCCL link rank 0 to rank 1: step ncclCommInitRank did not finish within 300 ms (0 of 2 communicators "
+              "ready); the communicators were aborted");
+    EXPECT_GE(took, 300ms);
+    EXPECT_LT(took, 10s);
+  }
+  {
+    auto [a, b] = make_local_pipes(0, 1);  // rank 0 never sends the unique ids
+    NcclLinkOptions o = options(1, d.drafter);
+    o.init_timeout = 300ms;
+    const auto start = Clock::now();
+    auto link = make_nccl_link(std::move(b), o);
+    const auto took = Clock::now() - start;
+    ASSERT_FALSE(link.ok());
+    EXPECT_EQ(link.error().kind(), ErrorKind::kTimeout);
+    EXPECT_EQ(link.error().message(),
+              "NCCL link rank 1 to rank 0: step unique id: rank 0 sent no NCCL unique id within 300 ms");
+    EXPECT_LT(took, 10s);
+  }
+}
+
+TEST(NcclLink, PeerThatAbortsMidTransferFailsTheReceive) {
+  REQUIRE_TWO_DEVICES(d);
+  NcclLinkOptions faulty = options(1, d.drafter);
+  faulty.abort_after_header = true;
+  Pair p = connect(options(0, d.target), faulty);
+  ASSERT_TRUE(p.target && p.drafter);
+  std::thread drafter([&] {
+    ASSERT_EQ(cudaSetDevice(d.drafter), cudaSuccess);
+    auto st = p.drafter->send(header_of(1, 0), RowsOut::of_host(message_rows(1, 0, 3, kWidth), kWidth));
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().message(), "NCCL link rank 1 to rank 0: aborted after the header of message 0 (fault injection)");
+  });
+  drafter.join();
+  const auto start = Clock::now();
+  auto got = p.target->recv(Clock::now() + 20s);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().kind(), ErrorKind::kUnavailable) << got.error().message();
+  const std::string& m = got.error().message();
+  const std::string prefix = "NCCL link rank 0 to rank 1: message 0 (3 rows of width 7) did not arrive: ";
+  EXPECT_EQ(m.substr(0, prefix.size()), prefix) << m;
+  EXPECT_NE(m.find("; the link was aborted"), std::string::npos) << m;
+  EXPECT_LT(Clock::now() - start, 10s);  // not the rows timeout
+  auto again = p.target->recv(Clock::now() + 1s);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().message(), "NCCL link rank 0 to rank 1: the link was aborted");
+}
+
+}  // namespace
+}  // namespace tandem::comm
