@@ -36,7 +36,9 @@ struct Rank0Models {
 Result<Rank0Models> open_rank0_models(const config::Deployment& d) {
   Rank0Models m;
   if (const config::Model* scorer = d.serves_scoring() ? d.model(config::Role::kScorer) : nullptr) {
-    TANDEM_ASSIGN(m.scorer, DecisionFrontend::load(*scorer));
+    auto opened = DecisionFrontend::load(*scorer);
+    if (!opened.ok()) return std::move(opened).error().context("the scorer model");
+    m.scorer = std::move(opened).value();
   }
   if (const config::Model* target = d.serves_generation() ? d.model(config::Role::kTarget) : nullptr) {
     auto g = GenerationFrontend::load(target->name, target->dir, target->tokenizer);
@@ -118,7 +120,7 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
   auto rank0_failed = [&]() -> Status {
     if (!opened && loaded.wait_for(std::chrono::seconds(0)) == std::future_status::ready) opened = loaded.get();
     if (opened && !opened->ok()) {
-      return Error::make(ErrorKind::kUnavailable, "rank 0 cannot open {}: {}", dirs, opened->error().message());
+      return Error::make(ErrorKind::kUnavailable, "rank 0 cannot open {}", opened->error().message());
     }
     return ok_status();
   };
