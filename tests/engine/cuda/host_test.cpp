@@ -42,7 +42,9 @@ TEST(CudaHost, IndexBufferHoldsTheBatchTablesAndAnchoredTiles) {
   EXPECT_EQ(l.spans % 4, 0u) << "spans are read as 16-byte vectors";
   EXPECT_GE(l.spans, l.tiles + l.tiles_max);
   EXPECT_EQ(l.start, l.spans + 4 * l.tiles_max);
-  EXPECT_EQ(l.words, l.caches) << "a bucket without caches lists none";
+  EXPECT_EQ(l.features, l.caches) << "a bucket without caches lists none";
+  EXPECT_EQ(l.feat_rows, l.features + kernels::kFeatWords);
+  EXPECT_EQ(l.words, l.feat_rows + 128) << "one feature row index per token";
   std::vector<uint32_t> w(l.words, 0xffffffffu);
   fill_index(l, b, w.data());
   EXPECT_EQ(w[0], 73u);
@@ -90,7 +92,8 @@ TEST(CudaHost, DecoderBatchesListStartsSlotsSamplingAndTheBoundCaches) {
   b.sampling = {ir::SamplingParams{0.5f, 0.9f, 0x123456789abcdefull}, ir::SamplingParams{}};
   const IndexLayout l = IndexLayout::for_bucket(ir::Bucket{32, 2, 4}, 3);
   EXPECT_EQ(l.caches % 2, 0u) << "cache addresses are 8-byte words";
-  EXPECT_EQ(l.words, l.caches + 4 * 3);
+  EXPECT_EQ(l.features, l.caches + 4 * 3);
+  EXPECT_EQ(l.words, l.features + kernels::kFeatWords + 32);
   const kernels::CacheTable table[3] = {{0x1000, 0x2000}, {0x3000, 0x4000}, {0x5000, 0x6000}};
   std::vector<uint32_t> w(l.words, 0xffffffffu);
   fill_index(l, b, w.data(), BoundCaches{table, 96});
