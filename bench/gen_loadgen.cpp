@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "bench/loadgen_http.h"
+#include "bench/loadgen_session.h"
 
 namespace tandem::loadgen {
 namespace {
@@ -44,14 +44,8 @@ struct Case {
   std::vector<uint32_t> want;
 };
 
-struct Outcome {
-  std::vector<double> latency_ms;  // of answered requests
-  std::map<int, size_t> statuses;
-  size_t ok = 0, mismatched = 0, lost = 0, timed_out = 0, refused = 0, duplicated = 0, tokens = 0;
-  std::vector<std::string> errors;  // the first few, for whoever reads the summary
-  void note(std::string e) {
-    if (errors.size() < 10) errors.push_back(std::move(e));
-  }
+struct Outcome : Tally {
+  size_t ok = 0, mismatched = 0, tokens = 0;
 };
 
 // Answer ids seen across every connection: one seen twice is a duplicated answer.
@@ -188,64 +182,31 @@ void check(const Case& c, size_t i, const Answer& a, SeenIds& seen, Outcome& out
 }
 
 // One connection's loop: takes the next request number until all are taken.
-void connection_main(const Options& o, const std::string& host, uint16_t port, const std::vector<Case>& cases,
-                     std::atomic<size_t>& next, SeenIds& seen, Outcome& out) {
+void connection_main(const Options& o, const Endpoint& at, const std::vector<Case>& cases, std::atomic<size_t>& next,
+                     SeenIds& seen, Outcome& out) {
   std::unique_ptr<HttpConnection> conn;
   for (size_t i; (i = next.fetch_add(1)) < o.requests;) {
     const Case& c = cases[i % cases.size()];
     const bool stream = o.stream_every > 0 && i % o.stream_every == 0;
-    const auto start = Clock::now();
-    if (!conn || !conn->connected()) conn = std::make_unique<HttpConnection>(host, port);
-    if (!conn->connected()) {
-      ++out.refused;
-      out.note("request " + std::to_string(i) + ": connection refused");
-      conn.reset();
-      continue;
-    }
-    std::optional<HttpReply> reply;
-    const bool sent = conn->send_raw(HttpConnection::request_text("POST", "/v1/completions", body_of(o, c, stream)));
-    if (sent) reply = conn->read_reply(std::chrono::milliseconds(o.timeout_ms));
-    if (!reply) {
-      const bool hung = sent && !conn->closed();
-      ++(hung ? out.timed_out : out.lost);
-      out.note("request " + std::to_string(i) +
-               (hung ? ": no answer within --timeout-ms" : ": connection closed before an answer"));
-      conn.reset();
-      continue;
-    }
-    out.latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    ++out.statuses[reply->status];
+    const std::string request = HttpConnection::request_text("POST", "/v1/completions", body_of(o, c, stream));
+    std::optional<HttpReply> reply =
+        exchange(conn, at, request, i, std::chrono::milliseconds(o.timeout_ms), Clock::now(), out);
+    if (!reply) continue;
     if (reply->status == 200) {
       check(c, i, read_answer(reply->body, stream), seen, out);
     } else {
       out.note("request " + std::to_string(i) + ": status " + std::to_string(reply->status) + " " + reply->body);
     }
-    if (conn->has_unread(std::chrono::milliseconds(0))) {
-      ++out.duplicated;
-      out.note("request " + std::to_string(i) + ": more bytes than one answer");
-      conn.reset();
-    } else if (reply->headers["connection"] == "close") {
-      conn.reset();
-    }
+    settle_connection(conn, *reply, i, out);
   }
-}
-
-double percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
 }
 
 int run(const Options& o) {
-  const std::string prefix = "http://";
-  if (o.url.rfind(prefix, 0) != 0 || o.url.find(':', prefix.size()) == std::string::npos) {
+  const std::optional<Endpoint> at = parse_url(o.url);
+  if (!at) {
     std::fprintf(stderr, "tandem-gen-loadgen: --url must look like http://127.0.0.1:8080\n");
     return 2;
   }
-  const size_t colon = o.url.find(':', prefix.size());
-  const std::string host = o.url.substr(prefix.size(), colon - prefix.size());
-  const auto port = static_cast<uint16_t>(std::stoi(o.url.substr(colon + 1)));
   const auto prompts = read_prompt_file(o.prompt_file);
   std::vector<Case> cases;
   for (const std::string& spec : o.expect) add_cases(spec, prompts, cases);
@@ -257,26 +218,18 @@ int run(const Options& o) {
   SeenIds seen;
   const auto start = Clock::now();
   for (size_t t = 0; t < o.connections; ++t) {
-    threads.emplace_back([&, t] { connection_main(o, host, port, cases, next, seen, outcomes[t]); });
+    threads.emplace_back([&, t] { connection_main(o, *at, cases, next, seen, outcomes[t]); });
   }
   for (auto& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   Outcome all;
   for (Outcome& x : outcomes) {
-    all.latency_ms.insert(all.latency_ms.end(), x.latency_ms.begin(), x.latency_ms.end());
-    for (auto [s, n] : x.statuses) all.statuses[s] += n;
+    all.add(x);
     all.ok += x.ok;
     all.mismatched += x.mismatched;
-    all.lost += x.lost;
-    all.timed_out += x.timed_out;
-    all.refused += x.refused;
-    all.duplicated += x.duplicated;
     all.tokens += x.tokens;
-    for (auto& e : x.errors) all.note(e);
   }
-  json statuses = json::object();
-  for (auto [s, n] : all.statuses) statuses[std::to_string(s)] = n;
   const json summary = {
       {"requests", o.requests},
       {"connections", o.connections},
@@ -288,15 +241,11 @@ int run(const Options& o) {
       {"timed_out", all.timed_out},
       {"refused", all.refused},
       {"duplicated", all.duplicated},
-      {"statuses", statuses},
+      {"statuses", statuses_json(all.statuses)},
       {"seconds", seconds},
       {"requests_per_s", double(o.requests) / seconds},
       {"tokens_per_s", double(all.tokens) / seconds},
-      {"latency_ms",
-       {{"p50", percentile(all.latency_ms, 0.50)},
-        {"p90", percentile(all.latency_ms, 0.90)},
-        {"p99", percentile(all.latency_ms, 0.99)},
-        {"max", all.latency_ms.empty() ? 0.0 : *std::max_element(all.latency_ms.begin(), all.latency_ms.end())}}},
+      {"latency_ms", latency_summary(all.latency_ms)},
       {"errors", all.errors}};
   std::printf("%s\n", summary.dump(2).c_str());
   return all.ok == o.requests && all.duplicated == 0 ? 0 : 1;

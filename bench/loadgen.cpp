@@ -19,7 +19,7 @@
 #include <set>
 #include <thread>
 
-#include "bench/loadgen_http.h"
+#include "bench/loadgen_session.h"
 #include "worker/queue.h"
 
 namespace tandem::loadgen {
@@ -51,17 +51,8 @@ struct Pool {
   std::mutex mutex;
 };
 
-struct Outcome {
-  std::vector<double> latency_ms;  // of answered requests
-  std::map<int, size_t> statuses;
-  size_t refused = 0;    // never sent: no connection could be made (the server is not listening)
-  size_t lost = 0;       // sent, no answer: the connection closed first
-  size_t timed_out = 0;  // no answer within --timeout-ms on an open connection: a hang
-  size_t mismatched = 0, duplicated = 0, questions = 0;
-  std::vector<std::string> errors;  // the first few, for whoever reads the summary
-  void note(std::string e) {
-    if (errors.size() < 10) errors.push_back(std::move(e));
-  }
+struct Outcome : Tally {
+  size_t mismatched = 0, questions = 0;
 };
 
 // Which pool items request `i` carries: a run of 1..per_request items starting at a spread offset,
@@ -138,7 +129,7 @@ void load_pool(const Options& o, Pool& pool) {
 }
 
 // One connection's loop: takes request numbers (and when each was due) until there are none.
-void connection_main(const Options& o, const std::string& host, uint16_t port, Pool& pool,
+void connection_main(const Options& o, const Endpoint& at, Pool& pool,
                      worker::BlockingQueue<std::pair<size_t, Clock::time_point>>& due, Outcome& out,
                      std::atomic<bool>& gone) {
   std::unique_ptr<HttpConnection> c;
@@ -148,59 +139,32 @@ void connection_main(const Options& o, const std::string& host, uint16_t port, P
     // Open loop: latency from when the request was due. Closed loop: from when it is sent.
     const Clock::time_point scheduled = work->second == Clock::time_point{} ? Clock::now() : work->second;
     const auto items = items_of(i, pool.items.size(), o.per_request);
-    if (!c || !c->connected()) c = std::make_unique<HttpConnection>(host, port);
-    if (!c->connected()) {
-      gone.store(true);
-      if (o.until_refused) break;
-      ++out.refused;
-      out.note("request " + std::to_string(i) + ": connection refused");
-      c.reset();
-      continue;
+    if (o.until_refused && (!c || !c->connected())) {
+      c = std::make_unique<HttpConnection>(at.host, at.port);
+      if (!c->connected()) {  // the server stopped: the end of an orderly-stop run, not an error
+        gone.store(true);
+        break;
+      }
     }
     const std::string request = HttpConnection::request_text("POST", "/v1/" + o.endpoint, body_of(o, pool, items));
-    std::optional<HttpReply> reply;
-    const bool sent = c->send_raw(request);
-    if (sent) reply = c->read_reply(std::chrono::milliseconds(o.timeout_ms));
-    if (!reply) {
-      const bool hung = sent && !c->closed();
-      ++(hung ? out.timed_out : out.lost);
-      out.note("request " + std::to_string(i) + (hung ? ": no answer within --timeout-ms" : ": connection closed before an answer"));
-      c.reset();
-      continue;
-    }
-    out.latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
-    ++out.statuses[reply->status];
+    std::optional<HttpReply> reply =
+        exchange(c, at, request, i, std::chrono::milliseconds(o.timeout_ms), scheduled, out);
+    if (!reply) continue;
     if (reply->status == 200) {
       check(o, pool, items, reply->body, out);
     } else if (std::find(o.allow.begin(), o.allow.end(), reply->status) == o.allow.end()) {
       out.note("request " + std::to_string(i) + ": status " + std::to_string(reply->status) + " " + reply->body);
     }
-    if (c->has_unread(std::chrono::milliseconds(0))) {
-      ++out.duplicated;
-      out.note("request " + std::to_string(i) + ": more bytes than one answer");
-      c.reset();
-    } else if (reply->headers["connection"] == "close") {
-      c.reset();
-    }
+    settle_connection(c, *reply, i, out);
   }
-}
-
-double percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
 }
 
 int run(const Options& o) {
-  const std::string prefix = "http://";
-  if (o.url.rfind(prefix, 0) != 0 || o.url.find(':', prefix.size()) == std::string::npos) {
+  const std::optional<Endpoint> at = parse_url(o.url);
+  if (!at) {
     std::fprintf(stderr, "tandem-loadgen: --url must look like http://127.0.0.1:8080\n");
     return 2;
   }
-  const size_t colon = o.url.find(':', prefix.size());
-  const std::string host = o.url.substr(prefix.size(), colon - prefix.size());
-  const auto port = static_cast<uint16_t>(std::stoi(o.url.substr(colon + 1)));
   Pool pool;
   load_pool(o, pool);
 
@@ -210,16 +174,16 @@ int run(const Options& o) {
   std::atomic<bool> gone{false};
   const auto start = Clock::now();
   for (size_t t = 0; t < o.connections; ++t) {
-    threads.emplace_back([&, t] { connection_main(o, host, port, pool, due, outcomes[t], gone); });
+    threads.emplace_back([&, t] { connection_main(o, *at, pool, due, outcomes[t], gone); });
   }
   if (o.rate <= 0) {
     for (size_t i = 0; i < o.requests; ++i) due.push({i, Clock::time_point{}});  // closed loop: due when taken
   } else {
     for (size_t i = 0; i < o.requests; ++i) {
-      const auto at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(double(i) / o.rate));
-      std::this_thread::sleep_until(at);
+      const auto when = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(double(i) / o.rate));
+      std::this_thread::sleep_until(when);
       if (o.until_refused && gone.load()) break;
-      due.push({i, at});
+      due.push({i, when});
     }
   }
   due.close();
@@ -228,20 +192,12 @@ int run(const Options& o) {
 
   Outcome all;
   for (Outcome& x : outcomes) {
-    all.latency_ms.insert(all.latency_ms.end(), x.latency_ms.begin(), x.latency_ms.end());
-    for (auto [s, n] : x.statuses) all.statuses[s] += n;
-    all.refused += x.refused;
-    all.lost += x.lost;
-    all.timed_out += x.timed_out;
+    all.add(x);
     all.mismatched += x.mismatched;
-    all.duplicated += x.duplicated;
     all.questions += x.questions;
-    for (auto& e : x.errors) all.note(e);
   }
   size_t disallowed = 0;
-  json statuses = json::object();
   for (auto [s, n] : all.statuses) {
-    statuses[std::to_string(s)] = n;
     if (s != 200 && std::find(o.allow.begin(), o.allow.end(), s) == o.allow.end()) disallowed += n;
   }
   // With --until-refused, the requests that were sent: answered, lost or timed out.
@@ -252,7 +208,7 @@ int run(const Options& o) {
       {"connections", o.connections},
       {"mode", o.rate > 0 ? "open" : "closed"},
       {"rate", o.rate},
-      {"statuses", statuses},
+      {"statuses", statuses_json(all.statuses)},
       {"refused", all.refused},
       {"lost", all.lost},
       {"timed_out", all.timed_out},
@@ -262,11 +218,7 @@ int run(const Options& o) {
       {"seconds", seconds},
       {"requests_per_s", requests / seconds},
       {"questions_per_s", double(all.questions) / seconds},
-      {"latency_ms",
-       {{"p50", percentile(all.latency_ms, 0.50)},
-        {"p90", percentile(all.latency_ms, 0.90)},
-        {"p99", percentile(all.latency_ms, 0.99)},
-        {"max", all.latency_ms.empty() ? 0.0 : *std::max_element(all.latency_ms.begin(), all.latency_ms.end())}}},
+      {"latency_ms", latency_summary(all.latency_ms)},
       {"errors", all.errors}};
   std::printf("%s\n", summary.dump(2).c_str());
   return all.refused + all.lost + all.timed_out + all.mismatched + all.duplicated + disallowed == 0 ? 0 : 1;
