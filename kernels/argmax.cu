@@ -4,36 +4,12 @@
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
+using namespace tandem::kernels::choice;
 
 namespace {
 
 constexpr unsigned kThreads = kArgmaxThreads;
 constexpr unsigned kWarps = kThreads / 32;
-
-TK_DEV unsigned f32_bits(float f) {
-  union {
-    float f;
-    unsigned u;
-  } v;
-  v.f = f;
-  return v.u;
-}
-
-// The reference's scan (row[i] > row[best]) never picks a NaN unless it sits at index 0, and sees -0 and
-// +0 as equal: NaN keys sort below every number, zeros share one key, and a NaN at 0 is settled apart.
-TK_DEV unsigned long long choice_key(float v, unsigned id) {
-  const unsigned b = f32_bits(v == 0.0f ? 0.0f : v);
-  const unsigned key = v != v ? 0u : ((b & 0x80000000u) != 0 ? ~b : b | 0x80000000u);
-  return (static_cast<unsigned long long>(key) << 32) | (0xffffffffu - id);
-}
-
-TK_DEV unsigned long long max_u64(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
-
-TK_DEV unsigned long long shfl_xor_u64(unsigned long long v, int m) {
-  const unsigned lo = f32_bits(shfl_xor(bits_float(static_cast<unsigned>(v)), m));
-  const unsigned hi = f32_bits(shfl_xor(bits_float(static_cast<unsigned>(v >> 32)), m));
-  return (static_cast<unsigned long long>(hi) << 32) | lo;
-}
 
 __device__ __forceinline__ void argmax_row(const ArgmaxArgs& a) {
   const unsigned row = blockIdx.x;
@@ -55,7 +31,7 @@ __device__ __forceinline__ void argmax_row(const ArgmaxArgs& a) {
     c = vec_end;
   }
   for (unsigned i = c + threadIdx.x; i < a.columns; i += kThreads) best = max_u64(best, choice_key(x[i], i));
-  for (int m = 16; m > 0; m >>= 1) best = max_u64(best, shfl_xor_u64(best, m));
+  for (int m = 16; m > 0; m >>= 1) best = max_u64(best, shfl_xor_bits(best, m));
   __shared__ unsigned long long warp_best[kWarps];
   if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x / 32] = best;
   __syncthreads();

@@ -20,6 +20,7 @@
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
+using namespace tandem::kernels::choice;
 
 namespace {
 
@@ -31,48 +32,7 @@ constexpr unsigned kPerThread = kCap / kThreads;  // sorted candidates per threa
 constexpr unsigned kAllKeys = 0xffffffffu;        // above every order key of a non-NaN float
 constexpr unsigned kKeyNegInf = 0x007fffffu, kKeyPosInf = 0xff800000u;
 
-// ---- bits, keys and shuffles ----
-
-// The bits of a value as another type of the same size (doubles and ids travel through float shuffles).
-template <class To, class From>
-TK_DEV To bits_as(From f) {
-  static_assert(sizeof(To) == sizeof(From), "bits_as keeps the size");
-  union {
-    From f;
-    To t;
-  } v;
-  v.f = f;
-  return v.t;
-}
-TK_DEV unsigned f32_bits(float f) { return bits_as<unsigned>(f); }
-
-// Unsigned order of keys is the order of non-NaN floats, -0 and +0 alike.
-TK_DEV unsigned order_key(float v) {
-  const unsigned b = f32_bits(v == 0.0f ? 0.0f : v);
-  return (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;
-}
-TK_DEV float key_float(unsigned k) { return bits_float((k & 0x80000000u) != 0 ? k & 0x7fffffffu : ~k); }
-
-// argmax's key (argmax.cu): value order, then the lower id; NaN below every number.
-TK_DEV unsigned long long choice_key(float v, unsigned id) {
-  return (static_cast<unsigned long long>(v != v ? 0u : order_key(v)) << 32) | (0xffffffffu - id);
-}
-
-// Shuffles of 32- and 64-bit values through the prelude's float shuffles: xor-butterfly and by lane.
-TK_DEV unsigned shfl_xor_bits(unsigned v, int m) { return f32_bits(shfl_xor(bits_float(v), m)); }
-TK_DEV unsigned shfl_bits(unsigned v, unsigned lane) { return f32_bits(shfl(bits_float(v), static_cast<int>(lane))); }
-TK_DEV unsigned long long shfl_xor_bits(unsigned long long v, int m) {
-  const unsigned lo = shfl_xor_bits(static_cast<unsigned>(v), m), hi = shfl_xor_bits(static_cast<unsigned>(v >> 32), m);
-  return (static_cast<unsigned long long>(hi) << 32) | lo;
-}
-TK_DEV double shfl_xor_bits(double v, int m) {
-  return bits_as<double>(shfl_xor_bits(bits_as<unsigned long long>(v), m));
-}
-TK_DEV double shfl_bits(double v, unsigned lane) {
-  const unsigned long long u = bits_as<unsigned long long>(v);
-  const unsigned lo = shfl_bits(static_cast<unsigned>(u), lane), hi = shfl_bits(static_cast<unsigned>(u >> 32), lane);
-  return bits_as<double>((static_cast<unsigned long long>(hi) << 32) | lo);
-}
+// ---- reductions (keys and shuffles: choice_keys.cuh) ----
 
 struct Min {
   template <class T>
@@ -104,39 +64,11 @@ TK_DEV double prob(float x, float top, double t) {
 
 // ---- walking the row ----
 
-// Every id once, spread over the block: 4 columns per load when rows are 16-byte aligned, and
-// kBatch loads in flight before any is used (a pass is one block per SM streaming its row).
+// Every id once, spread over the block (a pass is one block per SM streaming its row): 16-byte loads
+// where the row's stride allows them.
 template <class F>
-TK_DEV void visit_strided(const float* x, unsigned ld, unsigned columns, F&& f) {
-  constexpr unsigned kBatch = 4, kStep = kThreads * 4;
-  const unsigned vec_end = (ld & 3u) == 0 ? columns & ~3u : 0;
-  unsigned c = threadIdx.x * 4;
-  for (; c + (kBatch - 1) * kStep < vec_end; c += kBatch * kStep) {
-    V4 v[kBatch];
-#pragma unroll
-    for (unsigned b = 0; b < kBatch; ++b) {
-      // INVARIANT: arena values are 64-byte aligned and ld % 4 == 0, so x + c is 16-byte aligned.
-      TK_ASSERT_ALIGNED(x + c + b * kStep, 16);
-      v[b] = *reinterpret_cast<const V4*>(x + c + b * kStep);
-    }
-#pragma unroll
-    for (unsigned b = 0; b < kBatch; ++b) {
-      const unsigned at = c + b * kStep;
-      f(v[b].x, at);
-      f(v[b].y, at + 1);
-      f(v[b].z, at + 2);
-      f(v[b].w, at + 3);
-    }
-  }
-  for (; c < vec_end; c += kStep) {  // the last few loads, one at a time
-    TK_ASSERT_ALIGNED(x + c, 16);
-    const V4 v = *reinterpret_cast<const V4*>(x + c);
-    f(v.x, c);
-    f(v.y, c + 1);
-    f(v.z, c + 2);
-    f(v.w, c + 3);
-  }
-  for (unsigned i = vec_end + threadIdx.x; i < columns; i += kThreads) f(x[i], i);
+TK_DEV void visit_row(const float* x, unsigned ld, unsigned columns, F&& f) {
+  choice::visit_strided<kThreads>(x, (ld & 3u) == 0 ? columns & ~3u : 0, columns, static_cast<F&&>(f));
 }
 
 // Thread t's chunk of consecutive ids [begin, end): chunks ascend with the thread, and start at
@@ -316,7 +248,7 @@ TK_DEV void split_pass(const Row& r, unsigned lo, unsigned hi, const unsigned (&
     p.min[j] = kAllKeys;
     p.max[j] = 0;
   }
-  visit_strided(r.x, r.ld, r.columns, [&](float v, unsigned) {
+  visit_row(r.x, r.ld, r.columns, [&](float v, unsigned) {
     const unsigned key = order_key(v);
     if (key < lo || key >= hi) return;
     const double q = prob(v, r.top, r.t);
@@ -512,7 +444,7 @@ TK_DEV Nucleus find_nucleus(const Row& r, float top_p, float xmin, Shared& sh) {
     if (count <= kCap) {
       unsigned total;
       unsigned at = block_exclusive(select(mine.c, pick), sh.scratch, total);
-      visit_strided(r.x, r.ld, r.columns, [&](float v, unsigned id) {
+      visit_row(r.x, r.ld, r.columns, [&](float v, unsigned id) {
         const unsigned key = order_key(v);
         if (key < lo || key >= hi) return;
         sh.cand_p[at] = prob(v, r.top, r.t);
@@ -617,7 +549,7 @@ __device__ __forceinline__ void sample_row(const SampleArgs& a) {
   __shared__ Shared sh;
   unsigned long long best = 0;
   unsigned min_key = kAllKeys, nan = 0;
-  visit_strided(x, a.ld, a.columns, [&](float v, unsigned id) {
+  visit_row(x, a.ld, a.columns, [&](float v, unsigned id) {
     best = Max{}(best, choice_key(v, id));
     if (v != v) {
       nan = 1;

@@ -9,6 +9,7 @@
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
+using namespace tandem::kernels::choice;
 
 namespace {
 
@@ -17,36 +18,9 @@ constexpr unsigned kWarps = kThreads / 32;
 constexpr unsigned kKeep = kTopKKeep;
 constexpr unsigned kSlots = kThreads * kKeep;
 
-TK_DEV unsigned f32_bits(float f) {
-  union {
-    float f;
-    unsigned u;
-  } v;
-  v.f = f;
-  return v.u;
-}
-
-// Value order, then the lower id; -0 and +0 alike; NaN below every number (the reference's comparator
-// gives NaN no consistent place, so rows with NaN are outside its contract). Real keys are never 0.
-TK_DEV unsigned long long choice_key(float v, unsigned id) {
-  const unsigned b = f32_bits(v == 0.0f ? 0.0f : v);
-  const unsigned key = v != v ? 0u : ((b & 0x80000000u) != 0 ? ~b : b | 0x80000000u);
-  return (static_cast<unsigned long long>(key) << 32) | (0xffffffffu - id);
-}
-
-TK_DEV unsigned key_id(unsigned long long key) { return 0xffffffffu - static_cast<unsigned>(key); }
-
-TK_DEV unsigned long long max_u64(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
-
-TK_DEV unsigned long long shfl_xor_u64(unsigned long long v, int m) {
-  const unsigned lo = f32_bits(shfl_xor(bits_float(static_cast<unsigned>(v)), m));
-  const unsigned hi = f32_bits(shfl_xor(bits_float(static_cast<unsigned>(v >> 32)), m));
-  return (static_cast<unsigned long long>(hi) << 32) | lo;
-}
-
 // The block's largest value; every thread gets it. `scratch` holds kWarps values.
 TK_DEV unsigned long long block_max(unsigned long long v, unsigned long long* scratch) {
-  for (int m = 16; m > 0; m >>= 1) v = max_u64(v, shfl_xor_u64(v, m));
+  for (int m = 16; m > 0; m >>= 1) v = max_u64(v, shfl_xor_bits(v, m));
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
   for (unsigned w = 0; w < kWarps; ++w) v = max_u64(v, scratch[w]);
@@ -85,40 +59,6 @@ TK_DEV void sort_desc(unsigned long long* s, unsigned len) {
   }
 }
 
-// Every id once, spread over the block: 4 columns per load when rows are 16-byte aligned (ids below
-// vec_end), kBatch loads in flight before any is used.
-template <class F>
-TK_DEV void visit_strided(const float* x, unsigned vec_end, unsigned columns, F&& f) {
-  constexpr unsigned kBatch = 4, kStep = kThreads * 4;
-  unsigned c = threadIdx.x * 4;
-  for (; c + (kBatch - 1) * kStep < vec_end; c += kBatch * kStep) {
-    V4 v[kBatch];
-#pragma unroll
-    for (unsigned b = 0; b < kBatch; ++b) {
-      // INVARIANT: arena values are 64-byte aligned and ld % 4 == 0 below vec_end, so x + c is 16-byte aligned.
-      TK_ASSERT_ALIGNED(x + c + b * kStep, 16);
-      v[b] = *reinterpret_cast<const V4*>(x + c + b * kStep);
-    }
-#pragma unroll
-    for (unsigned b = 0; b < kBatch; ++b) {
-      const unsigned at = c + b * kStep;
-      f(v[b].x, at);
-      f(v[b].y, at + 1);
-      f(v[b].z, at + 2);
-      f(v[b].w, at + 3);
-    }
-  }
-  for (; c < vec_end; c += kStep) {  // the last few loads, one at a time
-    TK_ASSERT_ALIGNED(x + c, 16);
-    const V4 v = *reinterpret_cast<const V4*>(x + c);
-    f(v.x, c);
-    f(v.y, c + 1);
-    f(v.z, c + 2);
-    f(v.w, c + 3);
-  }
-  for (unsigned i = vec_end + threadIdx.x; i < columns; i += kThreads) f(x[i], i);
-}
-
 TK_DEV unsigned pow2_at_least(unsigned v) {
   unsigned p = 1;
   while (p < v) p <<= 1;
@@ -151,7 +91,7 @@ __device__ __forceinline__ void top_k_row(const TopKArgs& a) {
       ++seen;
       keep_key(keep, key);
     };
-    visit_strided(x, vec_end, a.columns, visit);
+    visit_strided<kThreads>(x, vec_end, a.columns, visit);
     // Keys this thread did not keep lie below its last kept one; below the block's largest such bound
     // the kept keys are incomplete, at or above it they are every key there is (below limit).
     const unsigned long long bound = block_max(seen > kKeep ? keep[kKeep - 1] : 0, scratch);

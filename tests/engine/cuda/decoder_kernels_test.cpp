@@ -17,17 +17,6 @@ const std::vector<uint32_t> kStarts = {1000, 3, 70000, 17};
 const std::vector<uint32_t> kSlots = {2, 0, 1, 3};
 constexpr uint32_t kCapacity = 70016;
 
-// The tolerance of a value stored in `out`: its rounding, on top of the f32 arithmetic.
-double tol_for(Dt out) {
-  switch (out) {
-    case Dt::kF32: return 2e-6;
-    case Dt::kF16: return 1e-3;
-    case Dt::kBF16: return 8e-3;
-    case Dt::kU32: return 0.0;
-  }
-  return 0.0;
-}
-
 class DecoderKernelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -74,7 +63,7 @@ TEST_F(DecoderKernelsTest, RmsNormEveryVariantAndWidth) {
         const double scale = 1.0 / std::sqrt(sq / d + 1e-6);
         for (uint32_t c = 0; c < d; ++c) want.push_back(w[c] * (x[size_t{r} * d + c] * scale));
       }
-      expect_rows(read_floats(yd, size_t{n} * d, out), want, batch().tokens(), d, 4e-6 + tol_for(out),
+      expect_rows(read_floats(yd, size_t{n} * d, out), want, batch().tokens(), d, 4e-6 + storage_tolerance(out),
                   variant("rms_norm", in, out) + " width " + std::to_string(d));
     }
   }
@@ -117,7 +106,7 @@ TEST_F(DecoderKernelsTest, HeadNormRopeAtAbsolutePositions) {
           }
         }
         const std::vector<float> got = read_floats(xd, size_t{n} * ld, type);
-        const double tol = 4e-6 + tol_for(type);
+        const double tol = 4e-6 + storage_tolerance(type);
         const std::string what = std::string("head_norm_rope_") + dt_name(type) + " head_dim " + std::to_string(hd) +
                                  " mode " + std::to_string(mode);
         for (size_t i = 0; i < got.size(); ++i) {
@@ -148,7 +137,7 @@ TEST_F(DecoderKernelsTest, SwigluEveryVariant) {
           want.push_back(g / (1.0 + std::exp(-g)) * u);
         }
       }
-      expect_rows(read_floats(yd, size_t{n} * inter, out), want, batch().tokens(), inter, 2e-6 + tol_for(out),
+      expect_rows(read_floats(yd, size_t{n} * inter, out), want, batch().tokens(), inter, 2e-6 + storage_tolerance(out),
                   variant("swiglu", in, out) + " " + std::to_string(inter));
     }
   }

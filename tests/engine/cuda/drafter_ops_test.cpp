@@ -21,16 +21,6 @@ namespace {
 constexpr ir::Bucket kBucket{64, 4, 8};
 const std::vector<uint32_t> kLengths = {9, 0, 1, 30};
 
-double tol_for(Dt out) {
-  switch (out) {
-    case Dt::kF32: return 2e-6;
-    case Dt::kF16: return 1e-3;
-    case Dt::kBF16: return 8e-3;
-    case Dt::kU32: return 0.0;
-  }
-  return 0.0;
-}
-
 class DrafterOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -160,7 +150,7 @@ TEST_F(DrafterOpsTest, DynConvEveryVariantMatchesFloat64) {
           }
         }
       }
-      expect_rows(read_floats(yd, size_t{n} * k.width, out), want, tokens, k.width, 4e-6 + tol_for(out),
+      expect_rows(read_floats(yd, size_t{n} * k.width, out), want, tokens, k.width, 4e-6 + storage_tolerance(out),
                   variant("dyn_conv", in, out) + fmt::format(" width {} taps {} group {} stage {}{}", k.width, k.taps,
                                                              k.group, k.stage, k.accumulate ? " accumulate" : ""));
     }

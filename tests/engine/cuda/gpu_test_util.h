@@ -181,6 +181,17 @@ inline std::vector<float> rounded_to(const std::vector<float>& x, Dt type) {
   return x;
 }
 
+// The tolerance of a value stored as `out` (its rounding), on top of the f32 arithmetic.
+inline double storage_tolerance(Dt out) {
+  switch (out) {
+    case Dt::kF32: return 2e-6;
+    case Dt::kF16: return 1e-3;
+    case Dt::kBF16: return 8e-3;
+    case Dt::kU32: return 0.0;
+  }
+  return 0.0;
+}
+
 // x on the device in the element type (f32, f16 or bf16).
 inline DeviceBuffer typed_buffer(const std::vector<float>& x, Dt type) {
   if (type == Dt::kF16) return to_device(to_halves(x));
