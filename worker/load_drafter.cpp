@@ -1,6 +1,7 @@
 // The drafter rank's runner (batch_runner.h): a DFlash drafter fed by its target rank over an
 // engine/comm link. Per DraftAsk it settles each request's tap rows into the slot's context and drafts
-// a block; it keeps, per slot, only what drafting needs (position, bonus token, sampling keys).
+// a block; it keeps, per slot, only what drafting needs (position, bonus token, sampling keys). Under
+// verify: reject it samples drafts at temperature > 0 and sends their proposals q with them.
 #include <map>
 
 #include <fmt/format.h>
@@ -40,6 +41,7 @@ class DrafterRunner final : public RankRunner {
     TANDEM_ASSIGN(backend_, backends::make_backend(options));
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
+    mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
     return ok_status();
   }
 
@@ -92,6 +94,7 @@ class DrafterRunner final : public RankRunner {
       log::error("drafter: round {}: {}", ask->round, s.error().message());
       for (const DraftEntry& e : ask->entries) mirrors_.erase(e.slot);
       reply.drafts.assign(ask->entries.size(), {});
+      reply.proposals.clear();
     }
     reply.slots_used = static_cast<uint32_t>(mirrors_.size());
     return reply;
@@ -135,9 +138,12 @@ class DrafterRunner final : public RankRunner {
     reply.settle_us = us_since(t0);
     t0 = Clock::now();
     std::vector<spec::Draft> drafts;
-    TANDEM_TRY(spec::draft(*drafter_, requests, ask.block, spec::VerifyMode::kMatch, drafts));
+    TANDEM_TRY(spec::draft(*drafter_, requests, ask.block, mode_, drafts));
     reply.draft_us = us_since(t0);
-    for (spec::Draft& d : drafts) reply.drafts.push_back(std::move(d.tokens));
+    for (spec::Draft& d : drafts) {
+      reply.drafts.push_back(std::move(d.tokens));
+      reply.proposals.push_back(std::move(d.proposals));
+    }
     return ok_status();
   }
 
@@ -147,6 +153,7 @@ class DrafterRunner final : public RankRunner {
   uint32_t capacity_ = 0;
   uint32_t block_ = 0;
   uint32_t vocab_ = 0;
+  spec::VerifyMode mode_ = spec::VerifyMode::kMatch;
   std::unique_ptr<ir::Backend> backend_;
   std::unique_ptr<models::dflash::Drafter> drafter_;
   std::map<uint32_t, spec::Request> mirrors_;  // by slot

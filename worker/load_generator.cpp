@@ -72,11 +72,7 @@ class TargetRunner final : public RankRunner {
                                       mode_ == spec::VerifyMode::kReject};
     TANDEM_ASSIGN(target_, models::qwen3::Target::open(*backend_, target.dir, topt));
     if (role_ == "target") {
-      if (mode_ == spec::VerifyMode::kReject) {
-        return Error(ErrorKind::kUnsupported,
-                     "generation.verify: reject needs generator ranks (drafter ranks do not send proposals yet)");
-      }
-      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait);
+      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait, mode_, target_->vocab());
       return ok_status();
     }
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
