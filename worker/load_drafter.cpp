@@ -24,8 +24,8 @@ uint64_t us_since(Clock::time_point start) {
 
 class DrafterRunner final : public RankRunner {
  public:
-  DrafterRunner(std::string name, config::Generation generation, int target)
-      : name_(std::move(name)), generation_(std::move(generation)), target_rank_(target) {}
+  DrafterRunner(std::string name, config::Generation generation, int target, std::unique_ptr<comm::Link> link)
+      : name_(std::move(name)), generation_(std::move(generation)), target_rank_(target), link_(std::move(link)) {}
 
   Status load(const config::Model& target, const config::Model& drafter, const config::Backend& backend) {
     TANDEM_ASSIGN(const io::Qwen3Config tcfg, io::load_qwen3_config(target.dir + "/config.json"));
@@ -54,8 +54,8 @@ class DrafterRunner final : public RankRunner {
     return i;
   }
 
-  void serve(Mailbox& mail, Outbox& out, int) override {
-    auto link = comm::make_host_link(make_peer_pipe(mail, out, target_rank_));
+  void serve(Mailbox& mail, Outbox&, int) override {
+    comm::Link* link = link_.get();
     for (;;) {
       auto p = link->recv(Clock::now() + std::chrono::milliseconds(200));
       if (!p.ok()) {
@@ -150,6 +150,7 @@ class DrafterRunner final : public RankRunner {
   std::string name_;
   config::Generation generation_;
   int target_rank_;
+  std::unique_ptr<comm::Link> link_;
   uint32_t capacity_ = 0;
   uint32_t block_ = 0;
   uint32_t vocab_ = 0;
@@ -163,8 +164,9 @@ class DrafterRunner final : public RankRunner {
 
 Result<std::unique_ptr<RankRunner>> load_drafter(const config::Model& target, const config::Model& drafter,
                                                  const config::Backend& backend,
-                                                 const config::Generation& generation, int target_rank) {
-  auto runner = std::make_unique<DrafterRunner>(drafter.name, generation, target_rank);
+                                                 const config::Generation& generation, int target_rank,
+                                                 std::unique_ptr<comm::Link> link) {
+  auto runner = std::make_unique<DrafterRunner>(drafter.name, generation, target_rank, std::move(link));
   Status s = runner->load(target, drafter, backend);
   if (!s.ok()) return std::move(s).error().context(fmt::format("loading drafter {} on {}", drafter.dir, backend.name));
   return std::unique_ptr<RankRunner>(std::move(runner));

@@ -119,10 +119,12 @@ TEST(GenMessages, MalformedProposalsAreRefusedNamingTheField) {
   DraftReply empty = reply_with_proposals();
   empty.proposals[0][1] = {};
   expect_error(decode_reply(encode_reply(empty), 4),
-               "malformed draft reply from rank 4 (109 bytes): drafts[0].proposals[1].probs: 0 probabilities for 0 ids");
+               "malformed draft reply from rank 4 (109 bytes): drafts[0].proposals[1].probs: 0 probabilities for 0 "
+               "ids");
   auto cut = encode_reply(reply_with_proposals());
   cut.resize(cut.size() - 40);
-  expect_error(decode_reply(cut, 4), "malformed draft reply from rank 4 (81 bytes): truncated at drafts.proposals.probs");
+  expect_error(decode_reply(cut, 4),
+               "malformed draft reply from rank 4 (81 bytes): truncated at drafts.proposals.probs");
 }
 
 TEST(GenMessages, RandomMutationsNeverCrash) {
