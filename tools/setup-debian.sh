@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   curl python3
+  iproute2 util-linux hostname
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -83,10 +83,11 @@ Result<std::unique_ptr<RankRunner>> load_target(const config::Model& target, con
                                                 int rank, std::map<int, std::unique_ptr<comm::Link>> links,
                                                 std::chrono::milliseconds wait);
 // A drafter rank: models.drafter (with models.target's embedding and head) serving the DraftAsks of
-// `target_rank` over the data plane until the rank stops or its target is lost.
+// `target_rank` over `link` (the data plane to it) until the rank stops or its target is lost.
 Result<std::unique_ptr<RankRunner>> load_drafter(const config::Model& target, const config::Model& drafter,
                                                  const config::Backend& backend,
-                                                 const config::Generation& generation, int target_rank);
+                                                 const config::Generation& generation, int target_rank,
+                                                 std::unique_ptr<comm::Link> link);
 // The runner factory of a generator, target or drafter rank of `d` (tandem serve and test jobs).
 RankFactory generation_rank_factory(const config::Deployment& d, const Topology& topology);
 

@@ -44,8 +44,9 @@ class LocalDrafting final : public Drafting {
 
 class RemoteDrafting final : public Drafting {
  public:
-  RemoteDrafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width, std::chrono::milliseconds wait)
-      : links_(std::move(links)), width_(width), wait_(wait) {}
+  RemoteDrafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width, std::chrono::milliseconds wait,
+                 spec::VerifyMode mode, uint32_t vocab)
+      : links_(std::move(links)), width_(width), wait_(wait), mode_(mode), vocab_(vocab) {}
 
   Status draft(std::span<spec::Request* const> requests, std::span<const int> drafters, uint32_t block,
                uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) override {
@@ -96,7 +97,10 @@ class RemoteDrafting final : public Drafting {
           return Error::make(ErrorKind::kFormat, "drafter rank {}: slot {} got {} drafts for a block of {}", rank,
                              requests[idx[k]]->slot, reply->drafts[k].size(), block);
         }
-        out[idx[k]].tokens = std::move(reply->drafts[k]);
+        spec::Draft& d = out[idx[k]];
+        d.tokens = std::move(reply->drafts[k]);
+        if (k < reply->proposals.size()) d.proposals = std::move(reply->proposals[k]);
+        TANDEM_TRY(check_proposals(*requests[idx[k]], d, rank, k));
       }
       done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
     }
@@ -123,6 +127,30 @@ class RemoteDrafting final : public Drafting {
   }
 
  private:
+  // Rejection sampling needs q for every sampled draft token; other drafts carry none.
+  Status check_proposals(const spec::Request& r, const spec::Draft& d, int rank, size_t k) const {
+    const bool sampled = mode_ == spec::VerifyMode::kReject && r.params.sampling.temperature > 0.0f;
+    const size_t want = sampled ? d.tokens.size() : 0;
+    if (d.proposals.size() != want) {
+      return Error::make(ErrorKind::kFormat,
+                         "drafter rank {}: slot {}: drafts[{}].proposals: {} proposals for {} draft tokens (verify: "
+                         "{}, temperature {})",
+                         rank, r.slot, k, d.proposals.size(), d.tokens.size(),
+                         mode_ == spec::VerifyMode::kReject ? "reject" : "match", r.params.sampling.temperature);
+    }
+    for (size_t j = 0; j < d.proposals.size(); ++j) {
+      for (uint32_t id : d.proposals[j].ids) {
+        if (id >= vocab_) {
+          return Error::make(ErrorKind::kFormat,
+                             "drafter rank {}: slot {}: drafts[{}].proposals[{}].ids: id {} is past the vocabulary "
+                             "of {}",
+                             rank, r.slot, k, j, id, vocab_);
+        }
+      }
+    }
+    return ok_status();
+  }
+
   // The reply to `round`, skipping replies to earlier rounds (a round that failed before reading them).
   Result<DraftReply> await(comm::Link& link, uint64_t round) {
     const auto deadline = Clock::now() + wait_;
@@ -144,6 +172,8 @@ class RemoteDrafting final : public Drafting {
   std::map<int, std::unique_ptr<comm::Link>> links_;
   uint32_t width_;
   std::chrono::milliseconds wait_;
+  spec::VerifyMode mode_;
+  uint32_t vocab_;
   std::vector<int> lost_;
   std::vector<float> rows_;
   std::map<int, comm::LinkStats> seen_;
@@ -156,8 +186,8 @@ std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, 
 }
 
 std::unique_ptr<Drafting> make_remote_drafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width,
-                                               std::chrono::milliseconds wait) {
-  return std::make_unique<RemoteDrafting>(std::move(links), width, wait);
+                                               std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab) {
+  return std::make_unique<RemoteDrafting>(std::move(links), width, wait, mode, vocab);
 }
 
 }  // namespace tandem::worker

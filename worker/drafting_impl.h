@@ -1,6 +1,7 @@
 // Drafting: where a target's rounds get their drafts. Local (a generator: its own drafter, settle then
-// draft) or remote (drafter ranks over engine/comm links: the pending tap rows go with each ask). A lost
-// drafter gives empty drafts, so its requests go on with plain decoding steps, exactly as before.
+// draft) or remote (drafter ranks over engine/comm links: the pending tap rows go with each ask, the
+// proposals q come back with the drafts under rejection sampling). A lost drafter gives empty drafts, so
+// its requests go on with plain decoding steps, exactly as before.
 #pragma once
 
 #include <map>
@@ -29,8 +30,9 @@ class Drafting {
 
 std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, spec::VerifyMode mode, int rank);
 // `links` by drafter rank, tap rows of `width`; `wait` bounds each reply (a drafter the coordinator
-// declares dead answers sooner: its link reports it lost).
+// declares dead answers sooner: its link reports it lost). Under kReject a sampled request's draft
+// (temperature > 0) must come with one proposal per token, of ids below `vocab`, or the round fails.
 std::unique_ptr<Drafting> make_remote_drafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width,
-                                               std::chrono::milliseconds wait);
+                                               std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab);
 
 }  // namespace tandem::worker

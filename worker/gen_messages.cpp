@@ -42,7 +42,15 @@ std::vector<uint8_t> encode_reply(const DraftReply& reply) {
   w.u8(kReply);
   w.u64(reply.round);
   w.u32(static_cast<uint32_t>(reply.drafts.size()));
-  for (const auto& d : reply.drafts) w.u32s(d);
+  for (size_t i = 0; i < reply.drafts.size(); ++i) {
+    w.u32s(reply.drafts[i]);
+    const size_t n = i < reply.proposals.size() ? reply.proposals[i].size() : 0;
+    w.u32(static_cast<uint32_t>(n));
+    for (size_t k = 0; k < n; ++k) {
+      w.u32s(reply.proposals[i][k].ids);
+      w.f64s(reply.proposals[i][k].probs);
+    }
+  }
   w.u32(reply.slots_used);
   w.u64(reply.settle_us);
   w.u64(reply.draft_us);
@@ -96,12 +104,33 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer) {
   const uint32_t n = r.u32("drafts");
   if (r.failed()) return malformed("draft reply", peer, bytes.size(), r.error());
   if (kind != kReply) return malformed("draft reply", peer, bytes.size(), fmt::format("kind {} is not a reply", kind));
-  if (size_t{n} * 4 > r.left()) {
+  if (size_t{n} * 8 > r.left()) {  // each draft: its token count and its proposal count
     return malformed("draft reply", peer, bytes.size(),
                      fmt::format("drafts: {} entries exceed the {} bytes left", n, r.left()));
   }
   reply.drafts.resize(n);
-  for (auto& d : reply.drafts) d = r.u32s("drafts");
+  reply.proposals.resize(n);
+  for (uint32_t i = 0; i < n && !r.failed(); ++i) {
+    reply.drafts[i] = r.u32s("drafts");
+    const uint32_t q = r.u32("drafts.proposals");
+    if (r.failed()) break;
+    if (q != 0 && q != reply.drafts[i].size()) {
+      return malformed("draft reply", peer, bytes.size(),
+                       fmt::format("drafts[{}].proposals: {} proposals for {} draft tokens", i, q,
+                                   reply.drafts[i].size()));
+    }
+    reply.proposals[i].resize(q);
+    for (uint32_t k = 0; k < q && !r.failed(); ++k) {
+      ir::Distribution& d = reply.proposals[i][k];
+      d.ids = r.u32s("drafts.proposals.ids");
+      d.probs = r.f64s("drafts.proposals.probs");
+      if (!r.failed() && (d.ids.empty() || d.ids.size() != d.probs.size())) {
+        return malformed("draft reply", peer, bytes.size(),
+                         fmt::format("drafts[{}].proposals[{}].probs: {} probabilities for {} ids", i, k,
+                                     d.probs.size(), d.ids.size()));
+      }
+    }
+  }
   reply.slots_used = r.u32("slots_used");
   reply.settle_us = r.u64("settle_us");
   reply.draft_us = r.u64("draft_us");

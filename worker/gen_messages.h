@@ -1,7 +1,8 @@
 // The generation data plane's headers (engine/comm Link messages between a target rank and its drafter
 // ranks, architecture.md "A speculative round, drafter on another GPU"): per round the target asks each
 // drafter for blocks (with the requests' pending tap rows as the link's rows) and the drafter answers
-// with the draft tokens. Decoding checks every count against the bytes there.
+// with the draft tokens, and under rejection sampling their proposals q. Decoding checks every count
+// against the bytes there.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "engine/core/result.h"
+#include "engine/ir/sampling.h"
 
 namespace tandem::worker {
 
@@ -38,6 +40,9 @@ struct DraftReply {
   uint32_t slots_used = 0;
   uint64_t settle_us = 0;
   uint64_t draft_us = 0;
+  // Per entry: none, or one proposal per draft token (verify: reject at temperature > 0); sent exactly
+  // (f64 probabilities), so the target accepts as the one-process library does.
+  std::vector<std::vector<ir::Distribution>> proposals;
 };
 
 std::vector<uint8_t> encode_ask(const DraftAsk& ask);

@@ -1,6 +1,7 @@
 // The drafter rank's runner (batch_runner.h): a DFlash drafter fed by its target rank over an
 // engine/comm link. Per DraftAsk it settles each request's tap rows into the slot's context and drafts
-// a block; it keeps, per slot, only what drafting needs (position, bonus token, sampling keys).
+// a block; it keeps, per slot, only what drafting needs (position, bonus token, sampling keys). Under
+// verify: reject it samples drafts at temperature > 0 and sends their proposals q with them.
 #include <map>
 
 #include <fmt/format.h>
@@ -23,8 +24,8 @@ uint64_t us_since(Clock::time_point start) {
 
 class DrafterRunner final : public RankRunner {
  public:
-  DrafterRunner(std::string name, config::Generation generation, int target)
-      : name_(std::move(name)), generation_(std::move(generation)), target_rank_(target) {}
+  DrafterRunner(std::string name, config::Generation generation, int target, std::unique_ptr<comm::Link> link)
+      : name_(std::move(name)), generation_(std::move(generation)), target_rank_(target), link_(std::move(link)) {}
 
   Status load(const config::Model& target, const config::Model& drafter, const config::Backend& backend) {
     TANDEM_ASSIGN(const io::Qwen3Config tcfg, io::load_qwen3_config(target.dir + "/config.json"));
@@ -40,6 +41,7 @@ class DrafterRunner final : public RankRunner {
     TANDEM_ASSIGN(backend_, backends::make_backend(options));
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
+    mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
     return ok_status();
   }
 
@@ -52,8 +54,8 @@ class DrafterRunner final : public RankRunner {
     return i;
   }
 
-  void serve(Mailbox& mail, Outbox& out, int) override {
-    auto link = comm::make_host_link(make_peer_pipe(mail, out, target_rank_));
+  void serve(Mailbox& mail, Outbox&, int) override {
+    comm::Link* link = link_.get();
     for (;;) {
       auto p = link->recv(Clock::now() + std::chrono::milliseconds(200));
       if (!p.ok()) {
@@ -92,6 +94,7 @@ class DrafterRunner final : public RankRunner {
       log::error("drafter: round {}: {}", ask->round, s.error().message());
       for (const DraftEntry& e : ask->entries) mirrors_.erase(e.slot);
       reply.drafts.assign(ask->entries.size(), {});
+      reply.proposals.clear();
     }
     reply.slots_used = static_cast<uint32_t>(mirrors_.size());
     return reply;
@@ -135,18 +138,23 @@ class DrafterRunner final : public RankRunner {
     reply.settle_us = us_since(t0);
     t0 = Clock::now();
     std::vector<spec::Draft> drafts;
-    TANDEM_TRY(spec::draft(*drafter_, requests, ask.block, spec::VerifyMode::kMatch, drafts));
+    TANDEM_TRY(spec::draft(*drafter_, requests, ask.block, mode_, drafts));
     reply.draft_us = us_since(t0);
-    for (spec::Draft& d : drafts) reply.drafts.push_back(std::move(d.tokens));
+    for (spec::Draft& d : drafts) {
+      reply.drafts.push_back(std::move(d.tokens));
+      reply.proposals.push_back(std::move(d.proposals));
+    }
     return ok_status();
   }
 
   std::string name_;
   config::Generation generation_;
   int target_rank_;
+  std::unique_ptr<comm::Link> link_;
   uint32_t capacity_ = 0;
   uint32_t block_ = 0;
   uint32_t vocab_ = 0;
+  spec::VerifyMode mode_ = spec::VerifyMode::kMatch;
   std::unique_ptr<ir::Backend> backend_;
   std::unique_ptr<models::dflash::Drafter> drafter_;
   std::map<uint32_t, spec::Request> mirrors_;  // by slot
@@ -156,8 +164,9 @@ class DrafterRunner final : public RankRunner {
 
 Result<std::unique_ptr<RankRunner>> load_drafter(const config::Model& target, const config::Model& drafter,
                                                  const config::Backend& backend,
-                                                 const config::Generation& generation, int target_rank) {
-  auto runner = std::make_unique<DrafterRunner>(drafter.name, generation, target_rank);
+                                                 const config::Generation& generation, int target_rank,
+                                                 std::unique_ptr<comm::Link> link) {
+  auto runner = std::make_unique<DrafterRunner>(drafter.name, generation, target_rank, std::move(link));
   Status s = runner->load(target, drafter, backend);
   if (!s.ok()) return std::move(s).error().context(fmt::format("loading drafter {} on {}", drafter.dir, backend.name));
   return std::unique_ptr<RankRunner>(std::move(runner));

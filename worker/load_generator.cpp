@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/backends/backend_factory.h"
+#include "engine/comm/data_link.h"
 #include "engine/core/log.h"
 #include "engine/io/hf_config.h"
 #include "engine/spec/spec.h"
@@ -72,11 +73,7 @@ class TargetRunner final : public RankRunner {
                                       mode_ == spec::VerifyMode::kReject};
     TANDEM_ASSIGN(target_, models::qwen3::Target::open(*backend_, target.dir, topt));
     if (role_ == "target") {
-      if (mode_ == spec::VerifyMode::kReject) {
-        return Error(ErrorKind::kUnsupported,
-                     "generation.verify: reject needs generator ranks (drafter ranks do not send proposals yet)");
-      }
-      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait);
+      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait, mode_, target_->vocab());
       return ok_status();
     }
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
@@ -279,6 +276,20 @@ Result<std::unique_ptr<RankRunner>> load_target(const config::Model& target, con
   return std::unique_ptr<RankRunner>(std::move(runner));
 }
 
+// A rank's end of a data-plane link, from its backend in the YAML.
+comm::LinkEnd link_end(const config::Backend& b) { return {b.name == "cuda", b.device}; }
+
+// The data-plane link from `rank` to `peer` (NCCL between CUDA ranks, set up now; MPI otherwise).
+Result<std::unique_ptr<comm::Link>> data_link(Mailbox& mail, Outbox& out, int rank, const config::Backend& self,
+                                              int peer, const config::Backend& other) {
+  auto link = comm::make_data_link(make_peer_pipe(mail, out, peer), rank, link_end(self), link_end(other),
+                                   std::chrono::milliseconds(60000));
+  if (!link.ok()) {
+    return std::move(link).error().context(fmt::format("the data link from rank {} to rank {}", rank, peer));
+  }
+  return link;
+}
+
 RankFactory generation_rank_factory(const config::Deployment& d, const Topology& topology) {
   const config::Model target = *d.model(config::Role::kTarget);
   const config::Model drafter = *d.model(config::Role::kDrafter);
@@ -289,21 +300,31 @@ RankFactory generation_rank_factory(const config::Deployment& d, const Topology&
     case config::Role::kGenerator:
       return [=](Mailbox&, Outbox&) { return load_generator(target, drafter, backend, generation, rank); };
     case config::Role::kTarget: {
-      std::vector<int> drafters;
+      std::map<int, config::Backend> drafters;  // by rank
       for (int r : topology.workers()) {
-        if (topology.role_of(r) == config::Role::kDrafter && topology.config_of(r).target == rank) drafters.push_back(r);
+        if (topology.role_of(r) == config::Role::kDrafter && topology.config_of(r).target == rank) {
+          drafters.emplace(r, topology.config_of(r).backend);
+        }
       }
       // A drafter slower than this is as good as gone; a dead one is reported sooner (PeerLost).
       const auto wait = std::chrono::milliseconds(std::max<uint32_t>(10 * d.health.dead_after_ms, 60000));
-      return [=](Mailbox& mail, Outbox& out) {
+      return [=](Mailbox& mail, Outbox& out) -> Result<std::unique_ptr<RankRunner>> {
         std::map<int, std::unique_ptr<comm::Link>> links;
-        for (int r : drafters) links.emplace(r, comm::make_host_link(make_peer_pipe(mail, out, r)));
+        for (const auto& [r, other] : drafters) {
+          TANDEM_ASSIGN(std::unique_ptr<comm::Link> link, data_link(mail, out, rank, backend, r, other));
+          links.emplace(r, std::move(link));
+        }
         return load_target(target, drafter, backend, generation, rank, std::move(links), wait);
       };
     }
     case config::Role::kDrafter: {
       const int target_rank = topology.config().target;
-      return [=](Mailbox&, Outbox&) { return load_drafter(target, drafter, backend, generation, target_rank); };
+      const config::Backend other = topology.config_of(target_rank).backend;
+      return [=](Mailbox& mail, Outbox& out) -> Result<std::unique_ptr<RankRunner>> {
+        // Made before loading, as the target makes its links: an NCCL set-up needs both ranks at once.
+        TANDEM_ASSIGN(std::unique_ptr<comm::Link> link, data_link(mail, out, rank, backend, target_rank, other));
+        return load_drafter(target, drafter, backend, generation, target_rank, std::move(link));
+      };
     }
     case config::Role::kCoordinator:
     case config::Role::kScorer: break;

@@ -2,7 +2,9 @@
 // `generator` ranks, or a target and a drafter rank, answer the held-out prompts of pylm-dflash's
 // eval.json, all submitted at once through GenerationService::submit (tandem-gen-job), exactly as
 // `tandem generate` decodes them plainly, token for token, greedy and seeded; speculation ran; no slot is
-// left held. A drafter killed mid-load: the same answers, and the job reports itself degraded.
+// left held. A drafter killed mid-load: the same answers, and the job reports itself degraded. Under
+// `verify: reject` at temperature > 0 (the drafter rank sends its proposals q with the drafts), a target
+// and a drafter rank answer exactly as `tandem generate --drafter ... --verify reject` does.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -54,15 +56,17 @@ Prompts write_prompts(const TempDir& dir) {
 
 // Runs tandem-gen-job over `ranks` (the YAML list after the coordinator) and `tandem generate` plainly
 // on the same prompts, and checks every completion; returns the job's JSON.
+// With `verify` "reject" the job rejection-samples and the reference is `tandem generate` with the drafter
+// at the job's block size (the library's output then depends on the drafts, deterministically per seed).
 json run_and_compare(const TempDir& dir, const std::string& ranks, float temperature, uint64_t seed,
-                     const std::string& kill = "") {
+                     const std::string& kill = "", const std::string& verify = "match") {
   const Prompts prompts = write_prompts(dir);
   const std::string yaml = (dir.path() / "deploy.yaml").string();
   std::ofstream(yaml) << "backend: {name: cpu, threads: 1}\n"
                          "models:\n"
                          "  target: {dir: " + kModels + "pylm, tokenizer: " + kModels + "pylm/tokenizer.json}\n"
                          "  drafter: {dir: " + kModels + "pylm-dflash}\n"
-                         "generation: {slots: 3, kv_capacity: 512, block_size: 8}\n"
+                         "generation: {slots: 3, kv_capacity: 512, block_size: 8, verify: " + verify + "}\n"
                          "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
                          "ranks:\n  - role: coordinator\n" + ranks;
   const std::string max_tokens = "48";
@@ -80,10 +84,13 @@ json run_and_compare(const TempDir& dir, const std::string& ranks, float tempera
   if (kill.empty()) {
     EXPECT_EQ(job.code, 0) << job.output;
   }
-  auto plain = run_command({TANDEM_BINARY, "generate", "--target", kModels + "pylm", "--prompt-file", prompts.file,
-                            "--max-tokens", max_tokens, "--temperature", t, "--seed", std::to_string(seed),
-                            "--threads", "1"},
-                           dir.path() / "generate.log");
+  std::vector<std::string> generate = {TANDEM_BINARY, "generate", "--target", kModels + "pylm", "--prompt-file",
+                                       prompts.file, "--max-tokens", max_tokens, "--temperature", t, "--seed",
+                                       std::to_string(seed), "--threads", "1"};
+  if (verify == "reject") {
+    generate.insert(generate.end(), {"--drafter", kModels + "pylm-dflash", "--block", "8", "--verify", "reject"});
+  }
+  auto plain = run_command(generate, dir.path() / "generate.log");
   EXPECT_EQ(plain.code, 0) << plain.output;
   const json want = last_json_object(plain.output);
   EXPECT_TRUE(want.is_object()) << plain.output;
@@ -127,6 +134,16 @@ TEST_P(GenJob, TargetAndDrafterRanksAnswerAsTandemGenerate) {
   EXPECT_GT(accepted(got), 0u) << "no draft was ever accepted: the drafter rank did not draft";
   ASSERT_EQ(got.at("targets").size(), 1u);
   EXPECT_GT(got.at("targets")[0].at("bytes_moved").get<uint64_t>(), 0u);
+  EXPECT_EQ(got.at("problem"), "");
+}
+
+// Rejection sampling on split ranks: every committed token depends on the drafts and their q (sent by
+// the drafter rank), so equality with the one-process library shows both crossed the link intact.
+TEST(GenJobReject, TargetAndDrafterRanksRejectSampleAsTandemGenerate) {
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: target\n  - role: drafter\n", 0.8f, 7, "", "reject");
+  ASSERT_TRUE(got.is_object());
+  EXPECT_GT(accepted(got), 0u) << "no draft was ever accepted: the drafter rank did not draft";
   EXPECT_EQ(got.at("problem"), "");
 }
 

@@ -105,13 +105,15 @@ inline CommandResult run_command(const std::vector<std::string>& argv, const std
 
 class ServiceJob {
  public:
-  // Writes `yaml` as deploy.yaml and starts `tandem launch` on it.
-  ServiceJob(const std::string& yaml, std::vector<std::string> extra_args = {}) {
+  // Writes `yaml` as deploy.yaml and starts `tandem launch` on it (after `prefix`, a command that execs
+  // the rest, such as `ip netns exec NS`).
+  ServiceJob(const std::string& yaml, std::vector<std::string> extra_args = {}, std::vector<std::string> prefix = {}) {
     config_ = dir_.path() / "deploy.yaml";
     std::ofstream(config_) << yaml;
     log_ = dir_.path() / "job.log";
-    std::vector<std::string> argv = {TANDEM_BINARY, "launch", "--config", config_.string(), "--exit-dir",
-                                     dir_.path().string()};
+    std::vector<std::string> argv = std::move(prefix);
+    argv.insert(argv.end(), {TANDEM_BINARY, "launch", "--config", config_.string(), "--exit-dir",
+                             dir_.path().string()});
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     pid_ = spawn(argv, log_);
   }

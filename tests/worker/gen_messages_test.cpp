@@ -1,5 +1,6 @@
 // The generation data plane's messages: DraftAsk and DraftReply (worker/gen_messages.h) round-trip,
-// and every malformed header is refused naming the sender, the field and the numbers; the link frame
+// proposals q bit for bit, and every malformed header is refused naming the sender, the field and the
+// numbers (a proposal count or a probability count that does not match); the link frame
 // and the host link (engine/comm) carry headers and rows intact between two in-process pipe ends and
 // report a closed end as a lost peer.
 #include <gtest/gtest.h>
@@ -51,7 +52,7 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
   EXPECT_EQ(rel->round, 0u);
   EXPECT_EQ(rel->releases, (std::vector<uint32_t>{4, 1}));
   EXPECT_TRUE(rel->entries.empty());
-  DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20};
+  DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20, {}};
   auto rb = decode_reply(encode_reply(r), 2);
   ASSERT_TRUE(rb.ok()) << rb.error().message();
   EXPECT_EQ(rb->round, 41u);
@@ -76,21 +77,63 @@ TEST(GenMessages, MalformedAsksAreRefused) {
                "the block at 11");
   expect_error(decode_ask(encode_reply(DraftReply{}), 0, 3),
                "malformed draft ask from rank 3 (33 bytes): kind 2 is not an ask");
-  auto reply = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0});
+  auto reply = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, {}});
   reply[9] = 0xff;  // the drafts count
   expect_error(decode_reply(reply, 4),
-               "malformed draft reply from rank 4 (45 bytes): drafts: 255 entries exceed the 32 bytes left");
-  auto longer = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0});
+               "malformed draft reply from rank 4 (49 bytes): drafts: 255 entries exceed the 36 bytes left");
+  auto longer = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, {}});
   longer.push_back(0);
-  expect_error(decode_reply(longer, 4), "malformed draft reply from rank 4 (46 bytes): 1 bytes past the end");
+  expect_error(decode_reply(longer, 4), "malformed draft reply from rank 4 (50 bytes): 1 bytes past the end");
+}
+
+// Rejection sampling: each draft token's proposal q travels with it, its f64 probabilities exactly.
+DraftReply reply_with_proposals() {
+  DraftReply r{9, {{5, 6}, {}}, 1, 0, 0, {}};
+  r.proposals = {{{{5, 1, 6}, {0.5, 0.25, 0.1 + 0.2}}, {{6}, {1.0}}}, {}};
+  return r;
+}
+
+TEST(GenMessages, ProposalsRoundTripExactly) {
+  const DraftReply r = reply_with_proposals();
+  auto back = decode_reply(encode_reply(r), 2);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->drafts, r.drafts);
+  ASSERT_EQ(back->proposals.size(), 2u);
+  ASSERT_EQ(back->proposals[0].size(), 2u);
+  EXPECT_EQ(back->proposals[0][0].ids, (std::vector<uint32_t>{5, 1, 6}));
+  EXPECT_EQ(back->proposals[0][0].probs, (std::vector<double>{0.5, 0.25, 0.1 + 0.2}));  // bit for bit
+  EXPECT_EQ(back->proposals[0][1].ids, (std::vector<uint32_t>{6}));
+  EXPECT_TRUE(back->proposals[1].empty());
+}
+
+TEST(GenMessages, MalformedProposalsAreRefusedNamingTheField) {
+  DraftReply short_q = reply_with_proposals();
+  short_q.proposals[0].pop_back();
+  expect_error(decode_reply(encode_reply(short_q), 4),
+               "malformed draft reply from rank 4 (101 bytes): drafts[0].proposals: 1 proposals for 2 draft tokens");
+  DraftReply uneven = reply_with_proposals();
+  uneven.proposals[0][1].probs = {0.5, 0.5};
+  expect_error(decode_reply(encode_reply(uneven), 4),
+               "malformed draft reply from rank 4 (129 bytes): drafts[0].proposals[1].probs: 2 probabilities for 1 "
+               "ids");
+  DraftReply empty = reply_with_proposals();
+  empty.proposals[0][1] = {};
+  expect_error(decode_reply(encode_reply(empty), 4),
+               "malformed draft reply from rank 4 (109 bytes): drafts[0].proposals[1].probs: 0 probabilities for 0 "
+               "ids");
+  auto cut = encode_reply(reply_with_proposals());
+  cut.resize(cut.size() - 40);
+  expect_error(decode_reply(cut, 4),
+               "malformed draft reply from rank 4 (81 bytes): truncated at drafts.proposals.probs");
 }
 
 TEST(GenMessages, RandomMutationsNeverCrash) {
   std::mt19937 rng(11);
   const auto ask = encode_ask(sample_ask());
-  const auto reply = encode_reply(DraftReply{41, {{1, 2, 3}, {4}}, 3, 10, 20});
+  const auto plain = encode_reply(DraftReply{41, {{1, 2, 3}, {4}}, 3, 10, 20, {}});
+  const auto with_q = encode_reply(reply_with_proposals());
   for (int i = 0; i < 4000; ++i) {
-    auto bytes = (i % 2) ? ask : reply;
+    auto bytes = (i % 2) ? ask : (i % 4 == 0 ? plain : with_q);
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
       switch (rng() % 3) {

@@ -1,0 +1,121 @@
+// Remote drafting under rejection sampling (worker/drafting_impl.h): a drafter rank's proposals q reach
+// the target's drafts intact, and a reply whose q is missing, short, or names an id past the vocabulary
+// is refused naming the rank, the slot and the field; under sample-and-match no q is expected.
+#include <gtest/gtest.h>
+
+#include "engine/comm/comm.h"
+#include "worker/drafting_impl.h"
+#include "worker/gen_messages.h"
+
+namespace tandem::worker {
+namespace {
+
+constexpr uint32_t kWidth = 2;
+constexpr uint32_t kVocab = 10;
+constexpr uint32_t kBlock = 3;
+
+// A request ready for a round at position 4, its context on the drafter up to there.
+spec::Request sampled_request(uint32_t slot, float temperature) {
+  spec::Request r;
+  r.slot = slot;
+  r.params.sampling = {temperature, 1.0f, 99};
+  r.tokens = {1, 2, 3, 4, 5};
+  r.prompt_len = 3;
+  r.start = 4;
+  r.settled = 4;
+  return r;
+}
+
+struct Pair {
+  std::unique_ptr<Drafting> drafting;
+  std::unique_ptr<comm::Link> drafter;  // the test plays the drafter rank (rank 2)
+};
+
+Pair make_pair_for(spec::VerifyMode mode) {
+  auto [a, b] = comm::make_local_pipes(1, 2);
+  std::map<int, std::unique_ptr<comm::Link>> links;
+  links.emplace(2, comm::make_host_link(std::move(a)));
+  return {make_remote_drafting(std::move(links), kWidth, std::chrono::milliseconds(2000), mode, kVocab),
+          comm::make_host_link(std::move(b))};
+}
+
+// Sends `reply` for round 7 ahead (the link keeps it in order) and runs the target's side of round 7.
+Status draft_with(Pair& p, spec::Request& r, const DraftReply& reply, std::vector<spec::Draft>& out) {
+  EXPECT_TRUE(p.drafter->send(encode_reply(reply), comm::RowsOut::none()).ok());
+  std::vector<spec::Request*> requests = {&r};
+  const std::vector<int> drafters = {2};
+  RoundDone done;
+  return p.drafting->draft(requests, drafters, kBlock, 7, out, done);
+}
+
+DraftReply reply_with(std::vector<ir::Distribution> q) {
+  DraftReply reply{7, {{3, 8}}, 1, 0, 0, {}};
+  reply.proposals = {std::move(q)};
+  return reply;
+}
+
+TEST(RemoteDrafting, ProposalsReachTheDraftsIntact) {
+  Pair p = make_pair_for(spec::VerifyMode::kReject);
+  spec::Request r = sampled_request(1, 0.8f);
+  std::vector<spec::Draft> out;
+  const std::vector<ir::Distribution> q = {{{3, 4}, {0.75, 0.25}}, {{8}, {1.0}}};
+  Status s = draft_with(p, r, reply_with(q), out);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tokens, (std::vector<uint32_t>{3, 8}));
+  ASSERT_EQ(out[0].proposals.size(), 2u);
+  EXPECT_EQ(out[0].proposals[0].ids, q[0].ids);
+  EXPECT_EQ(out[0].proposals[0].probs, q[0].probs);
+  EXPECT_EQ(out[0].proposals[1].ids, q[1].ids);
+  // The ask the drafter rank got: the request's block, at its position, with its sampling keys.
+  auto ask = p.drafter->recv(comm::Clock::now() + std::chrono::seconds(2));
+  ASSERT_TRUE(ask.ok() && ask->has_value());
+  auto decoded = decode_ask((*ask)->header, (*ask)->rows, 1);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message();
+  ASSERT_EQ(decoded->entries.size(), 1u);
+  EXPECT_EQ(decoded->entries[0].temperature, 0.8f);
+  EXPECT_EQ(decoded->entries[0].seed, 99u);
+}
+
+TEST(RemoteDrafting, MissingProposalsAreRefusedNamingTheField) {
+  Pair p = make_pair_for(spec::VerifyMode::kReject);
+  spec::Request r = sampled_request(1, 0.8f);
+  std::vector<spec::Draft> out;
+  Status s = draft_with(p, r, reply_with({}), out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "drafter rank 2: slot 1: drafts[0].proposals: 0 proposals for 2 draft tokens (verify: reject, temperature "
+            "0.8)");
+}
+
+TEST(RemoteDrafting, ProposalIdsPastTheVocabularyAreRefused) {
+  Pair p = make_pair_for(spec::VerifyMode::kReject);
+  spec::Request r = sampled_request(0, 0.5f);
+  std::vector<spec::Draft> out;
+  Status s = draft_with(p, r, reply_with({{{3}, {1.0}}, {{8, 10}, {0.5, 0.5}}}), out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "drafter rank 2: slot 0: drafts[0].proposals[1].ids: id 10 is past the vocabulary of 10");
+}
+
+TEST(RemoteDrafting, GreedyAndMatchDraftsCarryNoProposals) {
+  {
+    Pair p = make_pair_for(spec::VerifyMode::kReject);
+    spec::Request greedy = sampled_request(1, 0.0f);
+    std::vector<spec::Draft> out;
+    Status s = draft_with(p, greedy, reply_with({}), out);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    EXPECT_TRUE(out[0].proposals.empty());
+  }
+  Pair p = make_pair_for(spec::VerifyMode::kMatch);
+  spec::Request r = sampled_request(1, 0.8f);
+  std::vector<spec::Draft> out;
+  Status s = draft_with(p, r, reply_with({{{3}, {1.0}}, {{8}, {1.0}}}), out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "drafter rank 2: slot 1: drafts[0].proposals: 2 proposals for 2 draft tokens (verify: match, temperature "
+            "0.8)");
+}
+
+}  // namespace
+}  // namespace tandem::worker
