@@ -224,6 +224,8 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
     t.view.verify_us += done.verify_us;
     t.view.send_us += done.send_us;
     t.view.bytes_moved += done.bytes_sent + done.bytes_received;
+    t.view.guesses += done.guesses;
+    t.view.guesses_used += done.guesses_used;
     for (const worker::GenResult& g : done.results) {
       auto held = t.slots.find(g.slot);
       if (held == t.slots.end() || held->second->id != g.request) {

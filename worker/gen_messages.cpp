@@ -10,7 +10,10 @@ namespace {
 
 constexpr uint8_t kAsk = 1;
 constexpr uint8_t kReply = 2;
-constexpr size_t kEntryBytes = 4 * 5 + 4 + 8;
+constexpr uint8_t kGuess = 3;
+constexpr size_t kEntryBytes = 4 * 5 + 4 + 8 + 4 + 4;  // with no verified drafts
+constexpr uint32_t kWantsDraft = 1;
+constexpr uint32_t kWantsGuess = 2;
 
 Error malformed(const char* what, int peer, size_t bytes, const std::string& why) {
   return Error::make(ErrorKind::kFormat, "malformed {} from rank {} ({} bytes): {}", what, peer, bytes, why);
@@ -33,16 +36,29 @@ std::vector<uint8_t> encode_ask(const DraftAsk& ask) {
     w.u32(e.bonus);
     w.f32(e.temperature);
     w.u64(e.seed);
+    w.u32((e.wants_draft ? kWantsDraft : 0) | (e.guess ? kWantsGuess : 0));
+    w.u32s(e.verified);
   }
   return std::move(w.bytes());
 }
 
 std::vector<uint8_t> encode_reply(const DraftReply& reply) {
   WireWriter w;
-  w.u8(kReply);
+  w.u8(reply.guess ? kGuess : kReply);
   w.u64(reply.round);
-  w.u32(static_cast<uint32_t>(reply.drafts.size()));
-  for (const auto& d : reply.drafts) w.u32s(d);
+  if (reply.guess) {
+    w.u32(static_cast<uint32_t>(reply.guesses.size()));
+    for (const auto& gs : reply.guesses) {
+      w.u32(static_cast<uint32_t>(gs.size()));
+      for (const Guess& g : gs) {
+        w.u32(g.at);
+        w.u32s(g.tokens);
+      }
+    }
+  } else {
+    w.u32(static_cast<uint32_t>(reply.drafts.size()));
+    for (const auto& d : reply.drafts) w.u32s(d);
+  }
   w.u32(reply.slots_used);
   w.u64(reply.settle_us);
   w.u64(reply.draft_us);
@@ -59,9 +75,10 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
   const uint32_t n = r.u32("entries");
   if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
   if (kind != kAsk) return malformed("draft ask", peer, bytes.size(), fmt::format("kind {} is not an ask", kind));
-  if (size_t{n} * kEntryBytes != r.left()) {
+  if (size_t{n} * kEntryBytes > r.left()) {
     return malformed("draft ask", peer, bytes.size(),
-                     fmt::format("entries: {} entries need {} bytes, {} are left", n, size_t{n} * kEntryBytes, r.left()));
+                     fmt::format("entries: {} entries need at least {} bytes, {} are left", n, size_t{n} * kEntryBytes,
+                                 r.left()));
   }
   uint64_t total = 0;
   ask.entries.resize(n);
@@ -73,7 +90,15 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
     e.bonus = r.u32("entries.bonus");
     e.temperature = r.f32("entries.temperature");
     e.seed = r.u64("entries.seed");
+    const uint32_t flags = r.u32("entries.flags");
+    e.wants_draft = (flags & kWantsDraft) != 0;
+    e.guess = (flags & kWantsGuess) != 0;
+    e.verified = r.u32s("entries.verified");
     total += e.rows;
+    if (!r.failed() && (flags & ~(kWantsDraft | kWantsGuess)) != 0) {
+      return malformed("draft ask", peer, bytes.size(),
+                       fmt::format("entries.flags: slot {}: unknown flags {:#x}", e.slot, flags));
+    }
     if (uint64_t{e.settled} + e.rows != e.start) {
       return malformed("draft ask", peer, bytes.size(),
                        fmt::format("entries.rows: slot {}: context {} + {} rows does not reach the block at {}", e.slot,
@@ -81,6 +106,7 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
     }
   }
   if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
+  if (r.left() != 0) return malformed("draft ask", peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));
   if (total != rows) {
     return malformed("draft ask", peer, bytes.size(),
                      fmt::format("entries.rows: they add up to {} rows, the message carries {}", total, rows));
@@ -93,15 +119,37 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer) {
   const uint8_t kind = r.u8("kind");
   DraftReply reply;
   reply.round = r.u64("round");
-  const uint32_t n = r.u32("drafts");
+  reply.guess = kind == kGuess;
+  const uint32_t n = r.u32(reply.guess ? "guesses" : "drafts");
   if (r.failed()) return malformed("draft reply", peer, bytes.size(), r.error());
-  if (kind != kReply) return malformed("draft reply", peer, bytes.size(), fmt::format("kind {} is not a reply", kind));
-  if (size_t{n} * 4 > r.left()) {
-    return malformed("draft reply", peer, bytes.size(),
-                     fmt::format("drafts: {} entries exceed the {} bytes left", n, r.left()));
+  if (kind != kReply && kind != kGuess) {
+    return malformed("draft reply", peer, bytes.size(), fmt::format("kind {} is not a reply", kind));
   }
-  reply.drafts.resize(n);
-  for (auto& d : reply.drafts) d = r.u32s("drafts");
+  const size_t each = 4;
+  if (size_t{n} * each > r.left()) {
+    return malformed("draft reply", peer, bytes.size(),
+                     fmt::format("{}: {} entries exceed the {} bytes left", reply.guess ? "guesses" : "drafts", n,
+                                 r.left()));
+  }
+  if (reply.guess) {
+    reply.guesses.resize(n);
+    for (auto& gs : reply.guesses) {
+      const uint32_t m = r.u32("guesses");
+      if (r.failed()) break;
+      if (size_t{m} * 8 > r.left()) {
+        return malformed("draft reply", peer, bytes.size(),
+                         fmt::format("guesses: {} guesses exceed the {} bytes left", m, r.left()));
+      }
+      gs.resize(m);
+      for (Guess& g : gs) {
+        g.at = r.u32("guesses.at");
+        g.tokens = r.u32s("guesses.tokens");
+      }
+    }
+  } else {
+    reply.drafts.resize(n);
+    for (auto& d : reply.drafts) d = r.u32s("drafts");
+  }
   reply.slots_used = r.u32("slots_used");
   reply.settle_us = r.u64("settle_us");
   reply.draft_us = r.u64("draft_us");

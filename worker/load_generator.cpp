@@ -76,7 +76,7 @@ class TargetRunner final : public RankRunner {
         return Error(ErrorKind::kUnsupported,
                      "generation.verify: reject needs generator ranks (drafter ranks do not send proposals yet)");
       }
-      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait);
+      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait, generation_.overlap);
       return ok_status();
     }
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
@@ -179,6 +179,7 @@ class TargetRunner final : public RankRunner {
     const auto t0 = Clock::now();
     TANDEM_TRY(spec::verify(*target_, requests, drafts, mode_, false));
     done.verify_us = us_since(t0);
+    if (!drafting.empty()) TANDEM_TRY(drafting_->collect(round, done));
     for (Live* live : all) {
       // A request that never drafts keeps no drafter context: its tap rows are dropped each round.
       if (live->drafter < 0) {

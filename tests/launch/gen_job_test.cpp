@@ -55,14 +55,14 @@ Prompts write_prompts(const TempDir& dir) {
 // Runs tandem-gen-job over `ranks` (the YAML list after the coordinator) and `tandem generate` plainly
 // on the same prompts, and checks every completion; returns the job's JSON.
 json run_and_compare(const TempDir& dir, const std::string& ranks, float temperature, uint64_t seed,
-                     const std::string& kill = "") {
+                     const std::string& kill = "", const std::string& overlap = "true") {
   const Prompts prompts = write_prompts(dir);
   const std::string yaml = (dir.path() / "deploy.yaml").string();
   std::ofstream(yaml) << "backend: {name: cpu, threads: 1}\n"
                          "models:\n"
                          "  target: {dir: " + kModels + "pylm, tokenizer: " + kModels + "pylm/tokenizer.json}\n"
                          "  drafter: {dir: " + kModels + "pylm-dflash}\n"
-                         "generation: {slots: 3, kv_capacity: 512, block_size: 8}\n"
+                         "generation: {slots: 3, kv_capacity: 512, block_size: 8, overlap: " + overlap + "}\n"
                          "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
                          "ranks:\n  - role: coordinator\n" + ranks;
   const std::string max_tokens = "48";
@@ -128,6 +128,23 @@ TEST_P(GenJob, TargetAndDrafterRanksAnswerAsTandemGenerate) {
   ASSERT_EQ(got.at("targets").size(), 1u);
   EXPECT_GT(got.at("targets")[0].at("bytes_moved").get<uint64_t>(), 0u);
   EXPECT_EQ(got.at("problem"), "");
+  // Overlap is on by default: the drafter guessed the next rounds, and some outcomes were the guessed ones.
+  const json& t = got.at("targets")[0];
+  EXPECT_GT(t.at("guesses").get<uint64_t>(), 0u) << t.dump();
+  EXPECT_GT(t.at("guesses_used").get<uint64_t>(), 0u) << "no guess was ever used: " << t.dump();
+  EXPECT_LE(t.at("guesses_used").get<uint64_t>(), t.at("guesses").get<uint64_t>()) << t.dump();
+}
+
+// generation.overlap: false: no guesses, the drafts of every round wait for the drafter; the same answers.
+TEST_P(GenJob, TargetAndDrafterRanksWithoutOverlapAnswerAsTandemGenerate) {
+  const auto [temperature, seed] = GetParam();
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: target\n  - role: drafter\n", temperature, seed, "", "false");
+  ASSERT_TRUE(got.is_object());
+  EXPECT_GT(accepted(got), 0u) << "no draft was ever accepted: the drafter rank did not draft";
+  const json& t = got.at("targets")[0];
+  EXPECT_EQ(t.at("guesses"), 0) << t.dump();
+  EXPECT_EQ(t.at("guesses_used"), 0) << t.dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, GenJob,
