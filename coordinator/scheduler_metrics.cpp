@@ -49,6 +49,9 @@ std::string render_scheduler_metrics(const RoundScheduler& scheduler) {
   for (const auto& t : targets) {
     out += fmt::format("tandem_gen_guesses_used_total{{rank=\"{}\"}} {}\n", t.rank, t.guesses_used);
   }
+  header(out, "tandem_gen_drafter_moves_total", "counter",
+         "Requests of a dead drafter whose context a target rank rebuilt on another drafter.");
+  for (const auto& t : targets) out += fmt::format("tandem_gen_drafter_moves_total{{rank=\"{}\"}} {}\n", t.rank, t.moves);
   header(out, "tandem_gen_data_plane_bytes_total", "counter", "Bytes a target rank moved to and from its drafters.");
   for (const auto& t : targets) {
     out += fmt::format("tandem_gen_data_plane_bytes_total{{rank=\"{}\"}} {}\n", t.rank, t.bytes_moved);

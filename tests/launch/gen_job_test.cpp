@@ -160,6 +160,22 @@ TEST(GenJobDrafterDeath, RequestsFinishExactlyWithoutSpeculation) {
   EXPECT_GT(accepted(got), 0u) << "the drafter died before it drafted anything: the test did not test a death mid-load";
 }
 
+// Two drafters; one is killed while the requests decode: its requests' context is rebuilt on the other
+// (tap rows the target recomputes) and they speculate there, accepting drafts after the move; every
+// answer is still exactly plain decoding, none lost; the job says which drafter carries on.
+TEST(GenJobDrafterDeath, RequestsMoveToTheOtherDrafter) {
+  TempDir dir;
+  const json got =
+      run_and_compare(dir, "  - role: target\n  - role: drafter\n  - role: drafter\n", 0.0f, 0, "2:1500");
+  ASSERT_TRUE(got.is_object());
+  EXPECT_EQ(got.at("problem"),
+            "rank 2 (drafter, cpu) is dead: rank 1 (target, cpu) drafts its requests on rank 3 (drafter, cpu)");
+  const json& t = got.at("targets")[0];
+  EXPECT_GT(t.at("moves").get<uint64_t>(), 0u) << "rank 2 held no request when it died: " << t.dump();
+  EXPECT_GT(t.at("moved_accepted").get<uint64_t>(), 0u) << "no moved request speculated again: " << t.dump();
+  EXPECT_EQ(t.at("rank_slots_used"), 0) << t.dump();
+}
+
 // The target rank is killed while the requests decode: each request still decoding fails with 503
 // naming the rank; none is lost (every one ends), and the job ends as today's exit policy says.
 TEST(GenJobTargetDeath, ItsRequestsFailWith503) {
