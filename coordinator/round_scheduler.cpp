@@ -25,6 +25,7 @@ struct Entry {
   int rank = -1;  // -1 while queued
   uint32_t slot = 0;
   int drafter = -1;  // the rank drafting for it; -1: plain decoding
+  bool moved = false;  // its drafter died and another one took it over
   bool cancelled = false;
   bool prefilled = false;
   SpeculativeStats stats;
@@ -40,6 +41,9 @@ struct TargetRank {
   uint64_t round = 0;
   std::vector<int> drafters;  // a generator: itself; a target: its drafter ranks
   std::map<uint32_t, std::shared_ptr<Entry>> slots;  // occupied slots
+  // Drafter context moves not sent yet, by slot: the request there and its new drafter. They wait for
+  // a free slot (the target recomputes the tap rows there), which schedule() keeps from admissions.
+  std::map<uint32_t, std::pair<uint64_t, int>> moves;
 };
 
 struct Submitted {
@@ -224,6 +228,8 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
     t.view.verify_us += done.verify_us;
     t.view.send_us += done.send_us;
     t.view.bytes_moved += done.bytes_sent + done.bytes_received;
+    t.view.guesses += done.guesses;
+    t.view.guesses_used += done.guesses_used;
     for (const worker::GenResult& g : done.results) {
       auto held = t.slots.find(g.slot);
       if (held == t.slots.end() || held->second->id != g.request) {
@@ -238,6 +244,7 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
       t.view.tokens += g.tokens.size();
       t.view.drafted += g.drafted;
       t.view.accepted += g.accepted;
+      if (e->moved) t.view.moved_accepted += g.accepted;
       if (e->prefilled) {
         e->stats.rounds += 1;
         e->stats.drafted += g.drafted;
@@ -267,10 +274,23 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
   } else if (auto* dd = std::get_if<Dead>(&event)) {
     if (auto gone = drafters_dead.find(dd->rank); gone != drafters_dead.end()) {
       // Its target learns it from the coordinator's PeerLost and decodes those requests plainly.
+      // The target decodes them plainly until the move reaches it; with another live drafter there, their
+      // context is rebuilt on it and they speculate again.
       gone->second = true;
       for (auto& [r, t] : ranks) {
+        std::vector<std::shared_ptr<Entry>> orphans;
         for (auto& [slot, e] : t.slots) {
-          if (e->drafter == dd->rank) e->drafter = -1;
+          if (e->drafter != dd->rank) continue;
+          e->drafter = -1;
+          if (!e->cancelled) orphans.push_back(e);
+        }
+        for (auto& e : orphans) {
+          const int next = pick_drafter(t);
+          if (next < 0) continue;
+          e->drafter = next;
+          e->moved = true;
+          t.moves[e->slot] = {e->id, next};
+          t.view.moves += 1;
         }
       }
       return;
@@ -325,6 +345,18 @@ void RoundScheduler::Impl::send_round(TargetRank& t, std::vector<std::shared_ptr
     a.stop_ids = e->request.stop_ids;
     round.admits.push_back(std::move(a));
   }
+  if (!t.moves.empty()) {
+    uint32_t scratch = 0;
+    while (t.slots.count(scratch) > 0) ++scratch;
+    if (scratch < t.view.slots) {
+      for (const auto& [slot, move] : t.moves) {
+        auto held = t.slots.find(slot);
+        if (held == t.slots.end() || held->second->id != move.first || held->second->cancelled) continue;
+        round.moves.push_back({slot, move.second, scratch});
+      }
+      t.moves.clear();
+    }
+  }
   if (decoding == 0 && round.admits.empty() && round.releases.empty()) {
     --t.round;
     return;
@@ -346,7 +378,8 @@ void RoundScheduler::Impl::schedule(Calls& calls) {
       if (!t.view.ready || t.view.dead || t.in_flight) continue;
       uint32_t held = 0;
       for (const auto& [slot, e] : t.slots) held += e->cancelled ? 0 : 1;
-      const auto taken = static_cast<uint32_t>(held + admits[r].size());
+      // A pending drafter move keeps one slot free for the target's recompute.
+      const auto taken = static_cast<uint32_t>(held + admits[r].size() + (t.moves.empty() ? 0 : 1));
       const uint32_t free = t.view.slots > taken ? t.view.slots - taken : 0;
       if (free > best_free) {
         best = &t;
@@ -539,8 +572,15 @@ std::string RoundScheduler::problem() const {
     for (int d : t.drafters) {
       auto it = impl_->drafters_dead.find(d);
       if (it == impl_->drafters_dead.end() || !it->second) continue;
+      std::string live;
+      for (int other : t.drafters) {
+        auto o = impl_->drafters_dead.find(other);
+        if (o != impl_->drafters_dead.end() && !o->second) live += (live.empty() ? "" : ", ") + impl_->topology.describe(other);
+      }
       out += (out.empty() ? "" : "; ") +
-             fmt::format("{} is dead: {} decodes its requests without it", impl_->topology.describe(d), t.name);
+             (live.empty()
+                  ? fmt::format("{} is dead: {} decodes its requests without it", impl_->topology.describe(d), t.name)
+                  : fmt::format("{} is dead: {} drafts its requests on {}", impl_->topology.describe(d), t.name, live));
     }
   }
   return out;

@@ -45,6 +45,10 @@ struct TargetRankView {
   uint64_t verify_us = 0;
   uint64_t send_us = 0;        // handing tap rows to drafter ranks
   uint64_t bytes_moved = 0;    // data plane, both ways
+  uint64_t guesses = 0;        // overlap: next-round guesses its drafters made
+  uint64_t guesses_used = 0;   // of which the outcome was the one guessed (verified at once)
+  uint64_t moves = 0;          // requests whose drafter died and that moved to another drafter
+  uint64_t moved_accepted = 0; // drafts accepted for those requests (on their new drafter)
   uint32_t last_block = 0;     // the block size of its last round (< 2: plain decoding)
 };
 

@@ -41,6 +41,17 @@ std::string render_scheduler_metrics(const RoundScheduler& scheduler) {
   for (const auto& t : targets) {
     out += fmt::format("tandem_gen_accepted_total{{rank=\"{}\"}} {}\n", t.rank, t.accepted);
   }
+  header(out, "tandem_gen_guesses_total", "counter",
+         "Overlap: next-round guesses a target rank's drafters made while it verified.");
+  for (const auto& t : targets) out += fmt::format("tandem_gen_guesses_total{{rank=\"{}\"}} {}\n", t.rank, t.guesses);
+  header(out, "tandem_gen_guesses_used_total", "counter",
+         "Overlap: guesses whose outcome came true, verified without waiting for a draft.");
+  for (const auto& t : targets) {
+    out += fmt::format("tandem_gen_guesses_used_total{{rank=\"{}\"}} {}\n", t.rank, t.guesses_used);
+  }
+  header(out, "tandem_gen_drafter_moves_total", "counter",
+         "Requests of a dead drafter whose context a target rank rebuilt on another drafter.");
+  for (const auto& t : targets) out += fmt::format("tandem_gen_drafter_moves_total{{rank=\"{}\"}} {}\n", t.rank, t.moves);
   header(out, "tandem_gen_data_plane_bytes_total", "counter", "Bytes a target rank moved to and from its drafters.");
   for (const auto& t : targets) {
     out += fmt::format("tandem_gen_data_plane_bytes_total{{rank=\"{}\"}} {}\n", t.rank, t.bytes_moved);

@@ -1,5 +1,6 @@
 // Local and remote Drafting (drafting_impl.h). Remote: one DraftAsk per drafter (sent before any reply
-// is awaited, so drafters draft in parallel), then the replies in the same order.
+// is awaited, so drafters draft in parallel), then the replies in the same order. With overlap the
+// guesses come after the verify (collect), each kept for its slot until the next round checks it.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -33,6 +34,7 @@ class LocalDrafting final : public Drafting {
     done.drafters.push_back({rank_, static_cast<uint32_t>(requests.size()), settle_us, draft_us});
     return ok_status();
   }
+  Status collect(uint64_t, RoundDone&) override { return ok_status(); }
   bool alive(int) const override { return true; }
   void release(uint32_t, int) override {}  // settle() starts a reused slot's context afresh
 
@@ -45,8 +47,8 @@ class LocalDrafting final : public Drafting {
 class RemoteDrafting final : public Drafting {
  public:
   RemoteDrafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width, std::chrono::milliseconds wait,
-                 spec::VerifyMode mode, uint32_t vocab)
-      : links_(std::move(links)), width_(width), wait_(wait), mode_(mode), vocab_(vocab) {}
+                 spec::VerifyMode mode, uint32_t vocab, bool overlap)
+      : links_(std::move(links)), width_(width), wait_(wait), mode_(mode), vocab_(vocab), overlap_(overlap) {}
 
   Status draft(std::span<spec::Request* const> requests, std::span<const int> drafters, uint32_t block,
                uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) override {
@@ -56,34 +58,60 @@ class RemoteDrafting final : public Drafting {
       if (alive(drafters[i])) groups[drafters[i]].push_back(i);
     }
     const auto t_send = Clock::now();
-    std::vector<uint64_t> sent_before, received_before;
+    asked_.clear();
     for (auto& [rank, idx] : groups) {
       comm::Link& link = *links_.at(rank);
       DraftAsk ask;
       ask.round = round;
       ask.block = block;
       rows_.clear();
+      Asked& asked = asked_[rank];
       for (size_t i : idx) {
         spec::Request& r = *requests[i];
         const auto& s = r.params.sampling;
-        ask.entries.push_back({r.slot, r.settled, r.start - r.settled, r.start, r.tokens.back(), s.temperature, s.seed});
+        DraftEntry e;
+        e.slot = r.slot;
+        e.settled = r.settled;
+        e.rows = r.start - r.settled;
+        e.start = r.start;
+        e.bonus = r.tokens.back();
+        e.temperature = s.temperature;
+        e.seed = s.seed;
+        e.guess = overlap_ && !needs_proposals(r);
+        if (std::vector<uint32_t> drafts = take_guess(r, block); !drafts.empty()) {
+          e.wants_draft = false;
+          e.verified = drafts;
+          out[i].tokens = std::move(drafts);
+          done.guesses_used += 1;
+        }
+        asked.slots.push_back(r.slot);
+        ask.entries.push_back(e);
         rows_.insert(rows_.end(), r.taps.begin(), r.taps.end());
         // The drafter rank holds the context from here on.
         r.taps.clear();
         r.settled = r.start;
       }
+      asked.round = round;
+      asked.draft_pending = true;  // the reply comes also when no entry wants a draft
+      asked.wants_drafts = std::any_of(ask.entries.begin(), ask.entries.end(),
+                                       [](const DraftEntry& e) { return e.wants_draft; });
       TANDEM_TRY(link.send(encode_ask(ask), comm::RowsOut::of_host(rows_, width_)));
     }
     done.send_us += us_since(t_send);
     const auto t_wait = Clock::now();
     for (auto& [rank, idx] : groups) {
+      Asked& asked = asked_[rank];
+      // Every entry verifies a guess: the reply is read after the verify (collect).
+      if (!asked.wants_drafts) continue;
       comm::Link& link = *links_.at(rank);
-      auto reply = await(link, round);
+      auto reply = await(link, round, false);
+      asked.draft_pending = false;
       if (!reply.ok()) {
         if (reply.error().kind() == ErrorKind::kUnavailable) {
           log::warn("drafter rank {} is lost ({}): its {} requests decode without drafts", rank,
                     reply.error().message(), idx.size());
           lost_.push_back(rank);
+          for (size_t i : idx) out[i].tokens.clear();
           continue;
         }
         return std::move(reply).error();
@@ -98,6 +126,7 @@ class RemoteDrafting final : public Drafting {
                              requests[idx[k]]->slot, reply->drafts[k].size(), block);
         }
         spec::Draft& d = out[idx[k]];
+        if (!d.tokens.empty()) continue;  // it verifies its guess
         d.tokens = std::move(reply->drafts[k]);
         if (k < reply->proposals.size()) d.proposals = std::move(reply->proposals[k]);
         TANDEM_TRY(check_proposals(*requests[idx[k]], d, rank, k));
@@ -114,11 +143,48 @@ class RemoteDrafting final : public Drafting {
     return ok_status();
   }
 
+  Status collect(uint64_t round, RoundDone& done) override {
+    const auto t_wait = Clock::now();
+    for (auto& [rank, asked] : asked_) {
+      if (asked.round != round || !alive(rank)) continue;
+      comm::Link& link = *links_.at(rank);
+      if (asked.draft_pending) {
+        auto reply = await(link, round, false);
+        if (!reply.ok() && reply.error().kind() != ErrorKind::kUnavailable) return std::move(reply).error();
+        if (!reply.ok()) {
+          lost(rank, reply.error());
+          continue;
+        }
+        asked.draft_pending = false;
+        done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
+      }
+      if (!overlap_) continue;
+      auto reply = await(link, round, true);
+      if (!reply.ok() && reply.error().kind() != ErrorKind::kUnavailable) return std::move(reply).error();
+      if (!reply.ok()) {
+        lost(rank, reply.error());
+        continue;
+      }
+      if (reply->guesses.size() != asked.slots.size()) {
+        return Error::make(ErrorKind::kFormat, "drafter rank {} guessed past round {} for {} requests, it was asked {}",
+                           rank, round, reply->guesses.size(), asked.slots.size());
+      }
+      for (size_t k = 0; k < asked.slots.size(); ++k) {
+        done.guesses += static_cast<uint32_t>(reply->guesses[k].size());
+        if (!reply->guesses[k].empty()) guesses_[asked.slots[k]] = std::move(reply->guesses[k]);
+      }
+    }
+    asked_.clear();
+    done.wait_us += us_since(t_wait);
+    return ok_status();
+  }
+
   bool alive(int rank) const override {
     return rank >= 0 && links_.count(rank) > 0 && std::find(lost_.begin(), lost_.end(), rank) == lost_.end();
   }
 
   void release(uint32_t slot, int rank) override {
+    guesses_.erase(slot);
     if (!alive(rank)) return;
     DraftAsk ask;
     ask.releases = {slot};
@@ -128,9 +194,12 @@ class RemoteDrafting final : public Drafting {
 
  private:
   // Rejection sampling needs q for every sampled draft token; other drafts carry none.
+  bool needs_proposals(const spec::Request& r) const {
+    return mode_ == spec::VerifyMode::kReject && r.params.sampling.temperature > 0.0f;
+  }
+
   Status check_proposals(const spec::Request& r, const spec::Draft& d, int rank, size_t k) const {
-    const bool sampled = mode_ == spec::VerifyMode::kReject && r.params.sampling.temperature > 0.0f;
-    const size_t want = sampled ? d.tokens.size() : 0;
+    const size_t want = needs_proposals(r) ? d.tokens.size() : 0;
     if (d.proposals.size() != want) {
       return Error::make(ErrorKind::kFormat,
                          "drafter rank {}: slot {}: drafts[{}].proposals: {} proposals for {} draft tokens (verify: "
@@ -151,8 +220,39 @@ class RemoteDrafting final : public Drafting {
     return ok_status();
   }
 
-  // The reply to `round`, skipping replies to earlier rounds (a round that failed before reading them).
-  Result<DraftReply> await(comm::Link& link, uint64_t round) {
+
+  struct Asked {
+    uint64_t round = 0;
+    std::vector<uint32_t> slots;  // the ask's entries
+    bool wants_drafts = false;    // some entry has no guess to verify
+    bool draft_pending = false;   // the draft reply is not read yet
+  };
+
+  // The drafts of the guess kept for `r`'s slot whose outcome is the one the last round had (its start
+  // and bonus), at most block − 1 of them; none when no guess is. The slot's guesses are used once.
+  std::vector<uint32_t> take_guess(const spec::Request& r, uint32_t block) {
+    if (needs_proposals(r)) return {};  // a guess carries no q
+    auto it = guesses_.find(r.slot);
+    if (it == guesses_.end()) return {};
+    std::vector<Guess> kept = std::move(it->second);
+    guesses_.erase(it);
+    for (const Guess& g : kept) {
+      if (g.at != r.start || g.tokens.size() < 2 || g.tokens[0] != r.tokens.back()) continue;
+      std::vector<uint32_t> drafts;
+      for (size_t k = 1; k < g.tokens.size() && drafts.size() + 1 < block; ++k) drafts.push_back(g.tokens[k]);
+      return drafts;
+    }
+    return {};
+  }
+
+  void lost(int rank, const Error& why) {
+    log::warn("drafter rank {} is lost ({}): its requests decode without drafts", rank, why.message());
+    lost_.push_back(rank);
+  }
+
+  // The reply (drafts, or with `guess` the guesses) to `round`, skipping replies to earlier rounds (a
+  // round that failed before reading them) and, for the guesses, the round's draft reply.
+  Result<DraftReply> await(comm::Link& link, uint64_t round, bool guess) {
     const auto deadline = Clock::now() + wait_;
     for (;;) {
       TANDEM_ASSIGN(std::optional<comm::Packet> p, link.recv(deadline));
@@ -161,7 +261,12 @@ class RemoteDrafting final : public Drafting {
                            round, wait_.count());
       }
       TANDEM_ASSIGN(DraftReply reply, decode_reply(p->header, link.peer()));
-      if (reply.round == round) return reply;
+      if (reply.round == round && reply.guess == guess) return reply;
+      if (reply.round == round && guess) continue;
+      if (reply.round == round) {
+        return Error::make(ErrorKind::kFormat, "drafter rank {} sent its guesses past round {} before the drafts",
+                           link.peer(), round);
+      }
       if (reply.round > round) {
         return Error::make(ErrorKind::kFormat, "drafter rank {} answered round {} while round {} waits", link.peer(),
                            reply.round, round);
@@ -177,6 +282,9 @@ class RemoteDrafting final : public Drafting {
   std::vector<int> lost_;
   std::vector<float> rows_;
   std::map<int, comm::LinkStats> seen_;
+  bool overlap_;
+  std::map<int, Asked> asked_;          // this round's asks, by drafter rank
+  std::map<uint32_t, std::vector<Guess>> guesses_;  // by slot: the next round's guesses
 };
 
 }  // namespace
@@ -186,8 +294,9 @@ std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, 
 }
 
 std::unique_ptr<Drafting> make_remote_drafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width,
-                                               std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab) {
-  return std::make_unique<RemoteDrafting>(std::move(links), width, wait, mode, vocab);
+                                               std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab,
+                                               bool overlap) {
+  return std::make_unique<RemoteDrafting>(std::move(links), width, wait, mode, vocab, overlap);
 }
 
 }  // namespace tandem::worker

@@ -1,7 +1,9 @@
 // Drafting: where a target's rounds get their drafts. Local (a generator: its own drafter, settle then
 // draft) or remote (drafter ranks over engine/comm links: the pending tap rows go with each ask, the
 // proposals q come back with the drafts under rejection sampling). A lost drafter gives empty drafts, so
-// its requests go on with plain decoding steps, exactly as before.
+// its requests go on with plain decoding steps, exactly as before. With overlap (remote only) each drafter
+// also guesses the next round while the target verifies; a request whose outcome is the one guessed
+// verifies the guess at once (gen_messages.h Guess).
 #pragma once
 
 #include <map>
@@ -22,6 +24,8 @@ class Drafting {
   // (empty where its drafter is lost); `done` the round's figures (timings, bytes, drafter reports).
   virtual Status draft(std::span<spec::Request* const> requests, std::span<const int> drafters, uint32_t block,
                        uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) = 0;
+  // After the round's verify: the drafters' guesses of the next round (overlap; none for local drafting).
+  virtual Status collect(uint64_t round, RoundDone& done) = 0;
   // Whether `rank` can still draft (a lost drafter never comes back).
   virtual bool alive(int rank) const = 0;
   // A request drafted by `rank` left its slot (finished, cancelled, failed): its context there is freed.
@@ -32,7 +36,10 @@ std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, 
 // `links` by drafter rank, tap rows of `width`; `wait` bounds each reply (a drafter the coordinator
 // declares dead answers sooner: its link reports it lost). Under kReject a sampled request's draft
 // (temperature > 0) must come with one proposal per token, of ids below `vocab`, or the round fails.
+// `overlap`: ask for guesses (generation.overlap); a sampled request under kReject never uses one (a
+// guess carries no proposals).
 std::unique_ptr<Drafting> make_remote_drafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width,
-                                               std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab);
+                                               std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab,
+                                               bool overlap);
 
 }  // namespace tandem::worker

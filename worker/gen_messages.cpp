@@ -10,7 +10,10 @@ namespace {
 
 constexpr uint8_t kAsk = 1;
 constexpr uint8_t kReply = 2;
-constexpr size_t kEntryBytes = 4 * 5 + 4 + 8;
+constexpr uint8_t kGuess = 3;
+constexpr size_t kEntryBytes = 4 * 5 + 4 + 8 + 4 + 4;  // with no verified drafts
+constexpr uint32_t kWantsDraft = 1;
+constexpr uint32_t kWantsGuess = 2;
 
 Error malformed(const char* what, int peer, size_t bytes, const std::string& why) {
   return Error::make(ErrorKind::kFormat, "malformed {} from rank {} ({} bytes): {}", what, peer, bytes, why);
@@ -33,22 +36,35 @@ std::vector<uint8_t> encode_ask(const DraftAsk& ask) {
     w.u32(e.bonus);
     w.f32(e.temperature);
     w.u64(e.seed);
+    w.u32((e.wants_draft ? kWantsDraft : 0) | (e.guess ? kWantsGuess : 0));
+    w.u32s(e.verified);
   }
   return std::move(w.bytes());
 }
 
 std::vector<uint8_t> encode_reply(const DraftReply& reply) {
   WireWriter w;
-  w.u8(kReply);
+  w.u8(reply.guess ? kGuess : kReply);
   w.u64(reply.round);
-  w.u32(static_cast<uint32_t>(reply.drafts.size()));
-  for (size_t i = 0; i < reply.drafts.size(); ++i) {
-    w.u32s(reply.drafts[i]);
-    const size_t n = i < reply.proposals.size() ? reply.proposals[i].size() : 0;
-    w.u32(static_cast<uint32_t>(n));
-    for (size_t k = 0; k < n; ++k) {
-      w.u32s(reply.proposals[i][k].ids);
-      w.f64s(reply.proposals[i][k].probs);
+  if (reply.guess) {
+    w.u32(static_cast<uint32_t>(reply.guesses.size()));
+    for (const auto& gs : reply.guesses) {
+      w.u32(static_cast<uint32_t>(gs.size()));
+      for (const Guess& g : gs) {
+        w.u32(g.at);
+        w.u32s(g.tokens);
+      }
+    }
+  } else {
+    w.u32(static_cast<uint32_t>(reply.drafts.size()));
+    for (size_t i = 0; i < reply.drafts.size(); ++i) {
+      w.u32s(reply.drafts[i]);
+      const size_t n = i < reply.proposals.size() ? reply.proposals[i].size() : 0;
+      w.u32(static_cast<uint32_t>(n));
+      for (size_t k = 0; k < n; ++k) {
+        w.u32s(reply.proposals[i][k].ids);
+        w.f64s(reply.proposals[i][k].probs);
+      }
     }
   }
   w.u32(reply.slots_used);
@@ -67,9 +83,10 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
   const uint32_t n = r.u32("entries");
   if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
   if (kind != kAsk) return malformed("draft ask", peer, bytes.size(), fmt::format("kind {} is not an ask", kind));
-  if (size_t{n} * kEntryBytes != r.left()) {
+  if (size_t{n} * kEntryBytes > r.left()) {
     return malformed("draft ask", peer, bytes.size(),
-                     fmt::format("entries: {} entries need {} bytes, {} are left", n, size_t{n} * kEntryBytes, r.left()));
+                     fmt::format("entries: {} entries need at least {} bytes, {} are left", n, size_t{n} * kEntryBytes,
+                                 r.left()));
   }
   uint64_t total = 0;
   ask.entries.resize(n);
@@ -81,7 +98,15 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
     e.bonus = r.u32("entries.bonus");
     e.temperature = r.f32("entries.temperature");
     e.seed = r.u64("entries.seed");
+    const uint32_t flags = r.u32("entries.flags");
+    e.wants_draft = (flags & kWantsDraft) != 0;
+    e.guess = (flags & kWantsGuess) != 0;
+    e.verified = r.u32s("entries.verified");
     total += e.rows;
+    if (!r.failed() && (flags & ~(kWantsDraft | kWantsGuess)) != 0) {
+      return malformed("draft ask", peer, bytes.size(),
+                       fmt::format("entries.flags: slot {}: unknown flags {:#x}", e.slot, flags));
+    }
     if (uint64_t{e.settled} + e.rows != e.start) {
       return malformed("draft ask", peer, bytes.size(),
                        fmt::format("entries.rows: slot {}: context {} + {} rows does not reach the block at {}", e.slot,
@@ -89,6 +114,7 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
     }
   }
   if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
+  if (r.left() != 0) return malformed("draft ask", peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));
   if (total != rows) {
     return malformed("draft ask", peer, bytes.size(),
                      fmt::format("entries.rows: they add up to {} rows, the message carries {}", total, rows));
@@ -101,33 +127,56 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer) {
   const uint8_t kind = r.u8("kind");
   DraftReply reply;
   reply.round = r.u64("round");
-  const uint32_t n = r.u32("drafts");
+  reply.guess = kind == kGuess;
+  const uint32_t n = r.u32(reply.guess ? "guesses" : "drafts");
   if (r.failed()) return malformed("draft reply", peer, bytes.size(), r.error());
-  if (kind != kReply) return malformed("draft reply", peer, bytes.size(), fmt::format("kind {} is not a reply", kind));
-  if (size_t{n} * 8 > r.left()) {  // each draft: its token count and its proposal count
-    return malformed("draft reply", peer, bytes.size(),
-                     fmt::format("drafts: {} entries exceed the {} bytes left", n, r.left()));
+  if (kind != kReply && kind != kGuess) {
+    return malformed("draft reply", peer, bytes.size(), fmt::format("kind {} is not a reply", kind));
   }
-  reply.drafts.resize(n);
-  reply.proposals.resize(n);
-  for (uint32_t i = 0; i < n && !r.failed(); ++i) {
-    reply.drafts[i] = r.u32s("drafts");
-    const uint32_t q = r.u32("drafts.proposals");
-    if (r.failed()) break;
-    if (q != 0 && q != reply.drafts[i].size()) {
-      return malformed("draft reply", peer, bytes.size(),
-                       fmt::format("drafts[{}].proposals: {} proposals for {} draft tokens", i, q,
-                                   reply.drafts[i].size()));
-    }
-    reply.proposals[i].resize(q);
-    for (uint32_t k = 0; k < q && !r.failed(); ++k) {
-      ir::Distribution& d = reply.proposals[i][k];
-      d.ids = r.u32s("drafts.proposals.ids");
-      d.probs = r.f64s("drafts.proposals.probs");
-      if (!r.failed() && (d.ids.empty() || d.ids.size() != d.probs.size())) {
+  // Each guess list: its count; each draft: its token count and its proposal count.
+  const size_t each = reply.guess ? 4 : 8;
+  if (size_t{n} * each > r.left()) {
+    return malformed("draft reply", peer, bytes.size(),
+                     fmt::format("{}: {} entries exceed the {} bytes left", reply.guess ? "guesses" : "drafts", n,
+                                 r.left()));
+  }
+  if (reply.guess) {
+    reply.guesses.resize(n);
+    for (auto& gs : reply.guesses) {
+      const uint32_t m = r.u32("guesses");
+      if (r.failed()) break;
+      if (size_t{m} * 8 > r.left()) {
         return malformed("draft reply", peer, bytes.size(),
-                         fmt::format("drafts[{}].proposals[{}].probs: {} probabilities for {} ids", i, k,
-                                     d.probs.size(), d.ids.size()));
+                         fmt::format("guesses: {} guesses exceed the {} bytes left", m, r.left()));
+      }
+      gs.resize(m);
+      for (Guess& g : gs) {
+        g.at = r.u32("guesses.at");
+        g.tokens = r.u32s("guesses.tokens");
+      }
+    }
+  } else {
+    reply.drafts.resize(n);
+    reply.proposals.resize(n);
+    for (uint32_t i = 0; i < n && !r.failed(); ++i) {
+      reply.drafts[i] = r.u32s("drafts");
+      const uint32_t q = r.u32("drafts.proposals");
+      if (r.failed()) break;
+      if (q != 0 && q != reply.drafts[i].size()) {
+        return malformed("draft reply", peer, bytes.size(),
+                         fmt::format("drafts[{}].proposals: {} proposals for {} draft tokens", i, q,
+                                     reply.drafts[i].size()));
+      }
+      reply.proposals[i].resize(q);
+      for (uint32_t k = 0; k < q && !r.failed(); ++k) {
+        ir::Distribution& d = reply.proposals[i][k];
+        d.ids = r.u32s("drafts.proposals.ids");
+        d.probs = r.f64s("drafts.proposals.probs");
+        if (!r.failed() && (d.ids.empty() || d.ids.size() != d.probs.size())) {
+          return malformed("draft reply", peer, bytes.size(),
+                           fmt::format("drafts[{}].proposals[{}].probs: {} probabilities for {} ids", i, k,
+                                       d.probs.size(), d.ids.size()));
+        }
       }
     }
   }

@@ -1,8 +1,9 @@
 // The generation data plane's headers (engine/comm Link messages between a target rank and its drafter
 // ranks, architecture.md "A speculative round, drafter on another GPU"): per round the target asks each
 // drafter for blocks (with the requests' pending tap rows as the link's rows) and the drafter answers
-// with the draft tokens, and under rejection sampling their proposals q. Decoding checks every count
-// against the bytes there.
+// with the draft tokens, and under rejection sampling their proposals q. With overlap the drafter then
+// guesses each request's next round while the target verifies (a second reply, `guess`). Decoding checks
+// every count against the bytes there.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,9 @@ namespace tandem::worker {
 // One request's part of an ask: its drafter context runs to `settled` (0: a new request, the slot's
 // context is started afresh), `rows` tap rows follow for positions [settled, settled + rows), and the
 // block starts at `start` with the bonus token `bonus`.
+// Overlap: `wants_draft` false means the target verifies a guess this round (the entry only settles);
+// `guess` asks for guesses of the next round for the outcomes of verifying, at `start`, the drafter's
+// own draft or (without one) the drafts in `verified`.
 struct DraftEntry {
   uint32_t slot = 0;
   uint32_t settled = 0;
@@ -25,6 +29,9 @@ struct DraftEntry {
   uint32_t bonus = 0;
   float temperature = 0.0f;
   uint64_t seed = 0;
+  bool wants_draft = true;
+  bool guess = false;
+  std::vector<uint32_t> verified;  // the drafts verified this round when wants_draft is false
 };
 // Round 0 with no entries only releases (a request of the target finished or was cancelled); its
 // reply is skipped by the target.
@@ -34,14 +41,29 @@ struct DraftAsk {
   std::vector<uint32_t> releases;   // slots whose context is freed first
   std::vector<DraftEntry> entries;  // the link's rows: each entry's tap rows, in order
 };
+// A guess of the next round (dflash.md §1.6 read ahead), one per accepted length a of the n drafts
+// d_1..d_n verified at `start` (lengths 0..3 and n): the next block would start at start + a + 1 with
+// the target's token there as its bonus. The drafter cannot know the taps of the verified rows yet, so
+// it settles a filler context rows (copies of the last tap row it got) for positions start..start+a-1,
+// drafts the block anchored on the last committed token it knows (the bonus for a = 0, else d_a) at
+// start + a, and crops the fillers off again. Row 1 guesses the bonus (for a < n, the best token other
+// than d_{a+1}, which the target rejected there); rows 2.. are the next round's drafts. The target uses
+// a guess only when the outcome is exactly it (start == at, bonus == first token): every committed
+// token is still the target's own, so the output is unchanged.
+struct Guess {
+  uint32_t at = 0;               // the start the guess is for
+  std::vector<uint32_t> tokens;  // the bonus guess, then the drafts
+};
 struct DraftReply {
   uint64_t round = 0;
-  std::vector<std::vector<uint32_t>> drafts;  // per entry: block - 1 tokens
+  std::vector<std::vector<uint32_t>> drafts;  // per entry: block - 1 tokens (empty: none asked)
   uint32_t slots_used = 0;
   uint64_t settle_us = 0;
   uint64_t draft_us = 0;
-  // Per entry: none, or one proposal per draft token (verify: reject at temperature > 0); sent exactly
-  // (f64 probabilities), so the target accepts as the one-process library does.
+  bool guess = false;                       // a guess reply: `guesses`, no drafts
+  std::vector<std::vector<Guess>> guesses;  // per entry (none where it cannot guess)
+  // Per entry of a draft reply: none, or one proposal per draft token (verify: reject at temperature >
+  // 0); sent exactly (f64 probabilities), so the target accepts as the one-process library does.
   std::vector<std::vector<ir::Distribution>> proposals;
 };
 

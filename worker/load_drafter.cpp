@@ -1,8 +1,12 @@
 // The drafter rank's runner (batch_runner.h): a DFlash drafter fed by its target rank over an
 // engine/comm link. Per DraftAsk it settles each request's tap rows into the slot's context and drafts
-// a block; it keeps, per slot, only what drafting needs (position, bonus token, sampling keys). Under
-// verify: reject it samples drafts at temperature > 0 and sends their proposals q with them.
+// a block; it keeps, per slot, only what drafting needs (position, bonus token, sampling keys, the last
+// tap row). Under verify: reject it samples drafts at temperature > 0 and sends their proposals q with
+// them. With overlap it answers the drafts first, then guesses the next round (gen_messages.h Guess)
+// while its target verifies.
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -21,6 +25,9 @@ using Clock = std::chrono::steady_clock;
 uint64_t us_since(Clock::time_point start) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
 }
+
+// Guesses cover the accepted lengths 0..kGuessedShort and the full block (the likely outcomes).
+constexpr uint32_t kGuessedShort = 2;
 
 class DrafterRunner final : public RankRunner {
  public:
@@ -67,22 +74,34 @@ class DrafterRunner final : public RankRunner {
         if (mail.closed()) return;
         continue;
       }
-      DraftReply reply = answer(**p);
+      std::optional<DraftAsk> ask;
+      DraftReply reply = answer(**p, ask);
       Status s = link->send(encode_reply(reply), comm::RowsOut::none());
       if (!s.ok()) log::error("drafter: answering round {}: {}", reply.round, s.error().message());
+      if (!ask || std::none_of(ask->entries.begin(), ask->entries.end(), [](const DraftEntry& e) { return e.guess; })) {
+        continue;
+      }
+      DraftReply guesses = guess(*ask, reply);
+      s = link->send(encode_reply(guesses), comm::RowsOut::none());
+      if (!s.ok()) log::error("drafter: guessing past round {}: {}", guesses.round, s.error().message());
     }
   }
 
  private:
-  DraftReply answer(const comm::Packet& p) {
+  // The drafts of an ask; `decoded` gets the ask when it decodes.
+  DraftReply answer(const comm::Packet& p, std::optional<DraftAsk>& decoded) {
     DraftReply reply;
     auto ask = decode_ask(p.header, p.rows, target_rank_);
     if (!ask.ok()) {
       log::error("drafter: {}", ask.error().message());
       return reply;  // round 0, no drafts: the target fails the round on the mismatch
     }
+    decoded = *ask;
     reply.round = ask->round;
-    for (uint32_t slot : ask->releases) mirrors_.erase(slot);
+    for (uint32_t slot : ask->releases) {
+      mirrors_.erase(slot);
+      last_tap_.erase(slot);
+    }
     if (ask->entries.empty()) {
       reply.slots_used = static_cast<uint32_t>(mirrors_.size());
       return reply;
@@ -131,18 +150,152 @@ class DrafterRunner final : public RankRunner {
       const size_t n = size_t{e.rows} * width;
       m.taps.assign(p.data.begin() + static_cast<std::ptrdiff_t>(at), p.data.begin() + static_cast<std::ptrdiff_t>(at + n));
       at += n;
+      if (e.rows > 0) last_tap_[e.slot].assign(m.taps.end() - width, m.taps.end());
       requests.push_back(&m);
     }
     auto t0 = Clock::now();
     TANDEM_TRY(spec::settle(*drafter_, requests));
     reply.settle_us = us_since(t0);
     t0 = Clock::now();
+    // Only the entries that want a draft get one (the others verify a guess this round).
+    std::vector<spec::Request*> drafting;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (ask.entries[i].wants_draft) drafting.push_back(requests[i]);
+    }
     std::vector<spec::Draft> drafts;
-    TANDEM_TRY(spec::draft(*drafter_, requests, ask.block, mode_, drafts));
+    if (!drafting.empty()) TANDEM_TRY(spec::draft(*drafter_, drafting, ask.block, mode_, drafts));
     reply.draft_us = us_since(t0);
-    for (spec::Draft& d : drafts) {
-      reply.drafts.push_back(std::move(d.tokens));
-      reply.proposals.push_back(std::move(d.proposals));
+    size_t k = 0;
+    reply.drafts.resize(ask.entries.size());
+    reply.proposals.resize(ask.entries.size());
+    for (size_t i = 0; i < ask.entries.size(); ++i) {
+      if (!ask.entries[i].wants_draft) continue;
+      reply.drafts[i] = std::move(drafts[k].tokens);
+      reply.proposals[i] = std::move(drafts[k].proposals);
+      ++k;
+    }
+    return ok_status();
+  }
+
+  // The guesses of the next round (gen_messages.h Guess) for the entries of `ask` that want them, after
+  // `drafts` answered it: none where the entry verifies no drafts, has no tap row yet or no room left.
+  DraftReply guess(const DraftAsk& ask, const DraftReply& drafts) {
+    DraftReply reply;
+    reply.round = ask.round;
+    reply.guess = true;
+    reply.guesses.assign(ask.entries.size(), {});
+    const auto t0 = Clock::now();
+    struct Pending {
+      size_t entry = 0;
+      uint32_t slot = 0;
+      uint32_t start = 0;
+      std::vector<uint32_t> verified;  // d_1..d_n
+      std::vector<uint32_t> lengths;   // the accepted lengths to guess, ascending
+    };
+    std::vector<Pending> pending;
+    uint32_t most = 0;
+    for (size_t i = 0; i < ask.entries.size(); ++i) {
+      const DraftEntry& e = ask.entries[i];
+      if (!e.guess || drafts.drafts.size() != ask.entries.size()) continue;
+      std::vector<uint32_t> verified = e.wants_draft ? drafts.drafts[i] : e.verified;
+      const auto n = static_cast<uint32_t>(verified.size());
+      auto m = mirrors_.find(e.slot);
+      if (n == 0 || m == mirrors_.end() || m->second.settled != e.start || last_tap_.count(e.slot) == 0 ||
+          e.start + n + ask.block + 1 > capacity_) {
+        continue;
+      }
+      Pending p{i, e.slot, e.start, std::move(verified), {}};
+      for (uint32_t a = 0; a <= n; ++a) {
+        if (a <= kGuessedShort || a == n) p.lengths.push_back(a);
+      }
+      most = std::max(most, n);
+      pending.push_back(std::move(p));
+    }
+    if (pending.empty()) return reply;
+    // One pass per accepted length a: every slot that guesses a gets its a-th filler row first.
+    Status s = [&]() -> Status {
+      for (uint32_t a = 0; a <= most; ++a) {
+        std::vector<models::dflash::SettleRows> fill;
+        std::vector<models::dflash::BlockRows> blocks;
+        std::vector<Pending*> which;
+        for (Pending& p : pending) {
+          if (a > p.verified.size()) continue;
+          if (a > 0) fill.push_back({p.slot, last_tap_.at(p.slot), {}});
+          if (std::find(p.lengths.begin(), p.lengths.end(), a) == p.lengths.end()) continue;
+          blocks.push_back({p.slot, a == 0 ? ask.entries[p.entry].bonus : p.verified[a - 1]});
+          which.push_back(&p);
+        }
+        if (!fill.empty()) TANDEM_TRY(drafter_->settle(fill));
+        if (blocks.empty()) continue;
+        std::vector<std::vector<uint32_t>> made;
+        TANDEM_TRY(guess_blocks(blocks, ask.block, which, a, made));
+        for (size_t k = 0; k < which.size(); ++k) {
+          if (made[k].empty()) continue;
+          reply.guesses[which[k]->entry].push_back({which[k]->start + a + 1, std::move(made[k])});
+        }
+      }
+      return ok_status();
+    }();
+    // The filler rows go again: the next settle continues from the real context.
+    for (const Pending& p : pending) {
+      Status c = drafter_->context().crop(p.slot, p.start);
+      if (!c.ok() && s.ok()) s = c;
+    }
+    if (!s.ok()) {
+      log::error("drafter: guessing past round {}: {}", ask.round, s.error().message());
+      reply.guesses.assign(ask.entries.size(), {});
+    }
+    reply.draft_us = us_since(t0);
+    reply.slots_used = static_cast<uint32_t>(mirrors_.size());
+    return reply;
+  }
+
+  // The tokens of guess blocks (anchored at each slot's context length, start + a): each row's argmax
+  // with row 1 skipping d_{a+1} for a < n (v1), or the greedy selector walk, no guess where it picks
+  // d_{a+1} (v2).
+  template <typename P>
+  Status guess_blocks(std::span<const models::dflash::BlockRows> blocks, uint32_t block, const std::vector<P*>& which,
+                      uint32_t a, std::vector<std::vector<uint32_t>>& made) {
+    made.assign(blocks.size(), {});
+    if (drafter_->version() != 1) {
+      std::vector<spec::Request> temps(blocks.size());
+      std::vector<spec::Request*> requests;
+      for (size_t k = 0; k < blocks.size(); ++k) {
+        spec::Request& t = temps[k];
+        t.slot = blocks[k].slot;
+        t.start = which[k]->start + a;
+        t.settled = t.start;
+        t.tokens.assign(size_t{t.start} + 1, 0);
+        t.tokens.back() = blocks[k].anchor;
+        requests.push_back(&t);
+      }
+      std::vector<spec::Draft> out;
+      TANDEM_TRY(spec::draft(*drafter_, requests, block, spec::VerifyMode::kMatch, out));
+      for (size_t k = 0; k < blocks.size(); ++k) {
+        const bool excluded = a < which[k]->verified.size();
+        if (out[k].tokens.empty() || (excluded && out[k].tokens[0] == which[k]->verified[a])) continue;
+        made[k] = std::move(out[k].tokens);
+      }
+      return ok_status();
+    }
+    std::vector<models::dflash::BlockOut> out;
+    TANDEM_TRY(drafter_->draft(blocks, block, out));
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const ir::Tensor2& logits = out[k].logits;
+      const bool excluded = a < which[k]->verified.size();
+      for (uint32_t row = 0; row < logits.rows; ++row) {
+        const auto values = std::span<const float>(logits.data).subspan(size_t{row} * logits.width, logits.width);
+        uint32_t best = 0;
+        bool found = false;
+        for (uint32_t v = 0; v < values.size(); ++v) {
+          if (row == 0 && excluded && v == which[k]->verified[a]) continue;
+          if (!found || values[v] > values[best]) {
+            best = v;
+            found = true;
+          }
+        }
+        made[k].push_back(best);
+      }
     }
     return ok_status();
   }
@@ -158,6 +311,7 @@ class DrafterRunner final : public RankRunner {
   std::unique_ptr<ir::Backend> backend_;
   std::unique_ptr<models::dflash::Drafter> drafter_;
   std::map<uint32_t, spec::Request> mirrors_;  // by slot
+  std::map<uint32_t, std::vector<float>> last_tap_;  // by slot: the last tap row settled there
 };
 
 }  // namespace

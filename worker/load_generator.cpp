@@ -1,7 +1,8 @@
 // The target's round runner (batch_runner.h) for the generator and target roles, serving the
 // coordinator's Round commands (architecture.md "A speculative round"): releases, then one verify round
 // for the requests already decoding (drafts first: its own drafter, or its drafter ranks over the data
-// plane), then the admits' prefill.
+// plane), then the admits' prefill. A request whose drafter died moves to another drafter rank with the
+// tap rows of its positions, recomputed on a free slot.
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -73,7 +74,8 @@ class TargetRunner final : public RankRunner {
                                       mode_ == spec::VerifyMode::kReject};
     TANDEM_ASSIGN(target_, models::qwen3::Target::open(*backend_, target.dir, topt));
     if (role_ == "target") {
-      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait, mode_, target_->vocab());
+      drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait, mode_, target_->vocab(),
+                                       generation_.overlap);
       return ok_status();
     }
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
@@ -125,9 +127,7 @@ class TargetRunner final : public RankRunner {
     RoundDone done;
     done.round = round.round;
     for (uint32_t slot : round.releases) erase(slot);  // a slot already free is fine
-    for (const GenMove& m : round.moves) {
-      if (auto it = live_.find(m.slot); it != live_.end() && m.drafter < 0) it->second.drafter = -1;
-    }
+    for (size_t i = 0; i < round.moves.size(); ++i) TANDEM_TRY(move(round.moves[i], i, done));
     TANDEM_TRY(verify_live(round.round, round.block, done));
     TANDEM_TRY(admit(round, done));
     std::vector<uint32_t> finished;
@@ -137,6 +137,39 @@ class TargetRunner final : public RankRunner {
     for (uint32_t slot : finished) erase(slot);
     done.slots_used = static_cast<uint32_t>(live_.size());
     return done;
+  }
+
+  // A request's drafter context moves to `m.drafter` (its drafter died): the tap rows of every position
+  // it committed are recomputed on the free slot `m.scratch` (its own KV cache stays as it is) and go with
+  // its next ask, which starts the context there afresh. -1, or a drafter this rank lost too: plain.
+  Status move(const GenMove& m, size_t i, RoundDone& done) {
+    auto it = live_.find(m.slot);
+    if (it == live_.end()) return ok_status();  // it finished meanwhile
+    Live& live = it->second;
+    drafting_->release(m.slot, live.drafter);  // frees a live drafter's context; drops kept guesses
+    live.drafter = -1;
+    live.request.taps.clear();
+    live.request.settled = live.request.start;
+    if (m.drafter < 0 || !drafting_->alive(m.drafter) || !live.request.active()) return ok_status();
+    if (m.scratch >= generation_.slots || live_.count(m.scratch) > 0) {
+      return Error::make(ErrorKind::kInvalidArgument, "moves[{}].scratch: slot {} is not a free slot of the {}", i,
+                         m.scratch, generation_.slots);
+    }
+    spec::Request& r = live.request;
+    std::vector<models::qwen3::TargetRows> rows{
+        {m.scratch, std::span<const uint32_t>(r.tokens).first(r.start), models::qwen3::LogitRows::kLast, {}}};
+    std::vector<models::qwen3::TargetOut> out;
+    const auto t0 = Clock::now();
+    TANDEM_TRY(target_->cache().crop(m.scratch, 0));
+    Status s = target_->forward_fetching_taps(rows, out);
+    Status c = target_->cache().crop(m.scratch, 0);
+    done.prefill_us += us_since(t0);  // a prefill of the request's positions, on the scratch slot
+    TANDEM_TRY(std::move(s));
+    TANDEM_TRY(std::move(c));
+    r.taps = std::move(out.at(0).taps.data);
+    r.settled = 0;
+    live.drafter = m.drafter;
+    return ok_status();
   }
 
   void erase(uint32_t slot) {
@@ -176,6 +209,7 @@ class TargetRunner final : public RankRunner {
     const auto t0 = Clock::now();
     TANDEM_TRY(spec::verify(*target_, requests, drafts, mode_, false));
     done.verify_us = us_since(t0);
+    if (!drafting.empty()) TANDEM_TRY(drafting_->collect(round, done));
     for (Live* live : all) {
       // A request that never drafts keeps no drafter context: its tap rows are dropped each round.
       if (live->drafter < 0) {

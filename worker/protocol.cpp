@@ -53,6 +53,8 @@ void write_round_done(WireWriter& w, const RoundDone& d) {
   w.u64(d.send_us);
   w.u64(d.bytes_sent);
   w.u64(d.bytes_received);
+  w.u32(d.guesses);
+  w.u32(d.guesses_used);
   w.u32(static_cast<uint32_t>(d.drafters.size()));
   for (const DrafterReport& r : d.drafters) {
     w.i32(r.rank);
@@ -124,6 +126,8 @@ RoundDone read_round_done(WireReader& r) {
   d.send_us = r.u64("send_us");
   d.bytes_sent = r.u64("bytes_sent");
   d.bytes_received = r.u64("bytes_received");
+  d.guesses = r.u32("guesses");
+  d.guesses_used = r.u32("guesses_used");
   d.drafters.resize(entries(r, "drafters", 24));
   for (DrafterReport& p : d.drafters) {
     p.rank = r.i32("drafters.rank");

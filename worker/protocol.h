@@ -116,6 +116,8 @@ struct RoundDone {
   uint64_t send_us = 0;            // handing taps to the drafters
   uint64_t bytes_sent = 0;         // data plane, this round
   uint64_t bytes_received = 0;
+  uint32_t guesses = 0;       // overlap: next-round guesses the drafters sent back during this round
+  uint32_t guesses_used = 0;  // this round's requests verified on a guess (the outcome it expected)
   std::vector<DrafterReport> drafters;
 };
 struct RoundFailed {

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "coordinator/control_plane.h"
 #include "coordinator/scheduler_metrics.h"
 #include "coordinator/round_scheduler.h"
@@ -258,12 +260,35 @@ TEST(RoundScheduler, TargetAndDrafterRanksOverTheDataPlane) {
   EXPECT_GT(t[0].bytes_moved, 0u) << "no tap rows crossed the data plane";
   EXPECT_GT(t[0].drafter_us, 0u);
   EXPECT_GE(t[0].wait_us, t[0].drafter_us);
+  // Overlap (on by default): the drafter guessed the next rounds and some came true.
+  EXPECT_GT(t[0].guesses, 0u);
+  EXPECT_GT(t[0].guesses_used, 0u);
+  EXPECT_LE(t[0].guesses_used, t[0].guesses);
+  const std::string m = render_scheduler_metrics(job.scheduler());
+  EXPECT_NE(m.find(fmt::format("tandem_gen_guesses_total{{rank=\"1\"}} {}\n", t[0].guesses)), std::string::npos) << m;
+  EXPECT_NE(m.find(fmt::format("tandem_gen_guesses_used_total{{rank=\"1\"}} {}\n", t[0].guesses_used)),
+            std::string::npos)
+      << m;
   const auto d = job.scheduler().drafters();
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].rank, 2);
   EXPECT_EQ(d[0].target, 1);
   EXPECT_FALSE(d[0].dead);
   EXPECT_EQ(job.scheduler().problem(), "");
+}
+
+// generation.overlap: false: every round waits for its drafts, no guess is made; the same tokens.
+TEST(RoundScheduler, TargetAndDrafterRanksWithoutOverlap) {
+  config::Deployment d = deployment(0, 3, 1);
+  d.generation.overlap = false;
+  GenJob job(d);
+  ASSERT_TRUE(job.ready().ok()) << job.ready().error().message();
+  expect_lossless(job.scheduler(), mixed_requests(7, 32));
+  const auto t = job.scheduler().targets();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_GT(t[0].accepted, 0u);
+  EXPECT_EQ(t[0].guesses, 0u);
+  EXPECT_EQ(t[0].guesses_used, 0u);
 }
 
 // Cancelled requests free their drafter context too: after two cancels and one finished request, the

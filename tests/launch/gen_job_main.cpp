@@ -110,7 +110,9 @@ int coordinate(const config::Deployment& d, const worker::Topology& topo, worker
   nlohmann::ordered_json targets = nlohmann::ordered_json::array();
   for (const auto& t : scheduler.targets()) {
     targets.push_back({{"rank", t.rank}, {"rounds", t.rounds}, {"tokens", t.tokens},
-                       {"rank_slots_used", t.rank_slots_used}, {"bytes_moved", t.bytes_moved}});
+                       {"rank_slots_used", t.rank_slots_used}, {"bytes_moved", t.bytes_moved},
+                       {"guesses", t.guesses}, {"guesses_used", t.guesses_used},
+                       {"moves", t.moves}, {"moved_accepted", t.moved_accepted}});
   }
   j["targets"] = std::move(targets);
   j["problem"] = scheduler.problem();

@@ -59,14 +59,16 @@ Prompts write_prompts(const TempDir& dir) {
 // With `verify` "reject" the job rejection-samples and the reference is `tandem generate` with the drafter
 // at the job's block size (the library's output then depends on the drafts, deterministically per seed).
 json run_and_compare(const TempDir& dir, const std::string& ranks, float temperature, uint64_t seed,
-                     const std::string& kill = "", const std::string& verify = "match") {
+                     const std::string& kill = "", const std::string& verify = "match",
+                     const std::string& overlap = "true") {
   const Prompts prompts = write_prompts(dir);
   const std::string yaml = (dir.path() / "deploy.yaml").string();
   std::ofstream(yaml) << "backend: {name: cpu, threads: 1}\n"
                          "models:\n"
                          "  target: {dir: " + kModels + "pylm, tokenizer: " + kModels + "pylm/tokenizer.json}\n"
                          "  drafter: {dir: " + kModels + "pylm-dflash}\n"
-                         "generation: {slots: 3, kv_capacity: 512, block_size: 8, verify: " + verify + "}\n"
+                         "generation: {slots: 3, kv_capacity: 512, block_size: 8, verify: " + verify +
+                             ", overlap: " + overlap + "}\n"
                          "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
                          "ranks:\n  - role: coordinator\n" + ranks;
   const std::string max_tokens = "48";
@@ -135,6 +137,23 @@ TEST_P(GenJob, TargetAndDrafterRanksAnswerAsTandemGenerate) {
   ASSERT_EQ(got.at("targets").size(), 1u);
   EXPECT_GT(got.at("targets")[0].at("bytes_moved").get<uint64_t>(), 0u);
   EXPECT_EQ(got.at("problem"), "");
+  // Overlap is on by default: the drafter guessed the next rounds, and some outcomes were the guessed ones.
+  const json& t = got.at("targets")[0];
+  EXPECT_GT(t.at("guesses").get<uint64_t>(), 0u) << t.dump();
+  EXPECT_GT(t.at("guesses_used").get<uint64_t>(), 0u) << "no guess was ever used: " << t.dump();
+  EXPECT_LE(t.at("guesses_used").get<uint64_t>(), t.at("guesses").get<uint64_t>()) << t.dump();
+}
+
+// generation.overlap: false: no guesses, the drafts of every round wait for the drafter; the same answers.
+TEST_P(GenJob, TargetAndDrafterRanksWithoutOverlapAnswerAsTandemGenerate) {
+  const auto [temperature, seed] = GetParam();
+  TempDir dir;
+  const json got = run_and_compare(dir, "  - role: target\n  - role: drafter\n", temperature, seed, "", "match", "false");
+  ASSERT_TRUE(got.is_object());
+  EXPECT_GT(accepted(got), 0u) << "no draft was ever accepted: the drafter rank did not draft";
+  const json& t = got.at("targets")[0];
+  EXPECT_EQ(t.at("guesses"), 0) << t.dump();
+  EXPECT_EQ(t.at("guesses_used"), 0) << t.dump();
 }
 
 // Rejection sampling on split ranks: every committed token depends on the drafts and their q (sent by
@@ -158,6 +177,22 @@ TEST(GenJobDrafterDeath, RequestsFinishExactlyWithoutSpeculation) {
   ASSERT_TRUE(got.is_object());
   EXPECT_EQ(got.at("problem"), "rank 2 (drafter, cpu) is dead: rank 1 (target, cpu) decodes its requests without it");
   EXPECT_GT(accepted(got), 0u) << "the drafter died before it drafted anything: the test did not test a death mid-load";
+}
+
+// Two drafters; one is killed while the requests decode: its requests' context is rebuilt on the other
+// (tap rows the target recomputes) and they speculate there, accepting drafts after the move; every
+// answer is still exactly plain decoding, none lost; the job says which drafter carries on.
+TEST(GenJobDrafterDeath, RequestsMoveToTheOtherDrafter) {
+  TempDir dir;
+  const json got =
+      run_and_compare(dir, "  - role: target\n  - role: drafter\n  - role: drafter\n", 0.0f, 0, "2:1500");
+  ASSERT_TRUE(got.is_object());
+  EXPECT_EQ(got.at("problem"),
+            "rank 2 (drafter, cpu) is dead: rank 1 (target, cpu) drafts its requests on rank 3 (drafter, cpu)");
+  const json& t = got.at("targets")[0];
+  EXPECT_GT(t.at("moves").get<uint64_t>(), 0u) << "rank 2 held no request when it died: " << t.dump();
+  EXPECT_GT(t.at("moved_accepted").get<uint64_t>(), 0u) << "no moved request speculated again: " << t.dump();
+  EXPECT_EQ(t.at("rank_slots_used"), 0) << t.dump();
 }
 
 // The target rank is killed while the requests decode: each request still decoding fails with 503

@@ -1,6 +1,7 @@
 // The generation data plane's messages: DraftAsk and DraftReply (worker/gen_messages.h) round-trip,
-// proposals q bit for bit, and every malformed header is refused naming the sender, the field and the
-// numbers (a proposal count or a probability count that does not match); the link frame
+// (with the overlap's flags, verified drafts and guess replies) and proposals q bit for bit, and every
+// malformed header is refused naming the sender, the field and the numbers (a proposal count or a
+// probability count that does not match); the link frame
 // and the host link (engine/comm) carry headers and rows intact between two in-process pipe ends and
 // report a closed end as a lost peer.
 #include <gtest/gtest.h>
@@ -13,12 +14,38 @@
 namespace tandem::worker {
 namespace {
 
+DraftEntry entry(uint32_t slot, uint32_t settled, uint32_t rows, uint32_t start, uint32_t bonus, float temperature,
+                 uint64_t seed) {
+  DraftEntry e;
+  e.slot = slot;
+  e.settled = settled;
+  e.rows = rows;
+  e.start = start;
+  e.bonus = bonus;
+  e.temperature = temperature;
+  e.seed = seed;
+  return e;
+}
+
+// The second entry verifies a guess (drafts 5, 6) and asks for the next guesses.
 DraftAsk sample_ask() {
   DraftAsk a;
   a.round = 41;
   a.block = 8;
-  a.entries = {{2, 0, 5, 5, 77, 0.0f, 0}, {0, 9, 1, 10, 3, 0.8f, 1234567890123ULL}};
+  a.entries = {entry(2, 0, 5, 5, 77, 0.0f, 0), entry(0, 9, 1, 10, 3, 0.8f, 1234567890123ULL)};
+  a.entries[1].wants_draft = false;
+  a.entries[1].guess = true;
+  a.entries[1].verified = {5, 6};
   return a;
+}
+
+DraftReply sample_guesses() {
+  DraftReply r;
+  r.round = 41;
+  r.guess = true;
+  r.guesses = {{{6, {9, 8, 7}}, {13, {4}}}, {}};
+  r.slots_used = 2;
+  return r;
 }
 
 DraftAsk sample_release() {
@@ -47,12 +74,18 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
   EXPECT_EQ(back->entries[1].bonus, 3u);
   EXPECT_EQ(back->entries[1].temperature, 0.8f);
   EXPECT_EQ(back->entries[1].seed, 1234567890123ULL);
+  EXPECT_TRUE(back->entries[0].wants_draft);
+  EXPECT_FALSE(back->entries[0].guess);
+  EXPECT_TRUE(back->entries[0].verified.empty());
+  EXPECT_FALSE(back->entries[1].wants_draft);
+  EXPECT_TRUE(back->entries[1].guess);
+  EXPECT_EQ(back->entries[1].verified, (std::vector<uint32_t>{5, 6}));
   auto rel = decode_ask(encode_ask(sample_release()), 0, 3);
   ASSERT_TRUE(rel.ok()) << rel.error().message();
   EXPECT_EQ(rel->round, 0u);
   EXPECT_EQ(rel->releases, (std::vector<uint32_t>{4, 1}));
   EXPECT_TRUE(rel->entries.empty());
-  DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20, {}};
+  DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20, false, {}, {}};
   auto rb = decode_reply(encode_reply(r), 2);
   ASSERT_TRUE(rb.ok()) << rb.error().message();
   EXPECT_EQ(rb->round, 41u);
@@ -60,35 +93,60 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
   EXPECT_EQ(rb->slots_used, 3u);
   EXPECT_EQ(rb->settle_us, 10u);
   EXPECT_EQ(rb->draft_us, 20u);
+  EXPECT_FALSE(rb->guess);
+  auto gb = decode_reply(encode_reply(sample_guesses()), 2);
+  ASSERT_TRUE(gb.ok()) << gb.error().message();
+  EXPECT_TRUE(gb->guess);
+  EXPECT_TRUE(gb->drafts.empty());
+  ASSERT_EQ(gb->guesses.size(), 2u);
+  ASSERT_EQ(gb->guesses[0].size(), 2u);
+  EXPECT_EQ(gb->guesses[0][0].at, 6u);
+  EXPECT_EQ(gb->guesses[0][0].tokens, (std::vector<uint32_t>{9, 8, 7}));
+  EXPECT_EQ(gb->guesses[0][1].at, 13u);
+  EXPECT_EQ(gb->guesses[0][1].tokens, (std::vector<uint32_t>{4}));
+  EXPECT_TRUE(gb->guesses[1].empty());
+  EXPECT_EQ(gb->slots_used, 2u);
 }
 
 TEST(GenMessages, MalformedAsksAreRefused) {
   const auto bytes = encode_ask(sample_ask());
   expect_error(decode_ask(bytes, 7, 3),
-               "malformed draft ask from rank 3 (85 bytes): entries.rows: they add up to 6 rows, the message carries 7");
+               "malformed draft ask from rank 3 (109 bytes): entries.rows: they add up to 6 rows, the message carries 7");
   auto truncated = bytes;
   truncated.pop_back();
   expect_error(decode_ask(truncated, 6, 3),
-               "malformed draft ask from rank 3 (84 bytes): entries: 2 entries need 64 bytes, 63 are left");
+               "malformed draft ask from rank 3 (108 bytes): entries.verified: length 2 exceeds the 7 bytes left");
   DraftAsk gap = sample_ask();
   gap.entries[1].start = 11;
   expect_error(decode_ask(encode_ask(gap), 6, 3),
-               "malformed draft ask from rank 3 (85 bytes): entries.rows: slot 0: context 9 + 1 rows does not reach "
+               "malformed draft ask from rank 3 (109 bytes): entries.rows: slot 0: context 9 + 1 rows does not reach "
                "the block at 11");
+  auto more = bytes;
+  more[17] = 3;  // the entries count
+  expect_error(decode_ask(more, 6, 3),
+               "malformed draft ask from rank 3 (109 bytes): entries: 3 entries need at least 120 bytes, 88 are left");
+  auto flags = bytes;
+  flags[53] = 5;  // the first entry's flags: wants a draft, and bit 2
+  expect_error(decode_ask(flags, 6, 3),
+               "malformed draft ask from rank 3 (109 bytes): entries.flags: slot 2: unknown flags 0x5");
+  auto guesses = encode_reply(sample_guesses());
+  guesses[13] = 0xff;  // the first entry's guess count
+  expect_error(decode_reply(guesses, 4),
+               "malformed draft reply from rank 4 (73 bytes): guesses: 255 guesses exceed the 56 bytes left");
   expect_error(decode_ask(encode_reply(DraftReply{}), 0, 3),
                "malformed draft ask from rank 3 (33 bytes): kind 2 is not an ask");
-  auto reply = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, {}});
+  auto reply = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, false, {}, {}});
   reply[9] = 0xff;  // the drafts count
   expect_error(decode_reply(reply, 4),
                "malformed draft reply from rank 4 (49 bytes): drafts: 255 entries exceed the 36 bytes left");
-  auto longer = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, {}});
+  auto longer = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, false, {}, {}});
   longer.push_back(0);
   expect_error(decode_reply(longer, 4), "malformed draft reply from rank 4 (50 bytes): 1 bytes past the end");
 }
 
 // Rejection sampling: each draft token's proposal q travels with it, its f64 probabilities exactly.
 DraftReply reply_with_proposals() {
-  DraftReply r{9, {{5, 6}, {}}, 1, 0, 0, {}};
+  DraftReply r{9, {{5, 6}, {}}, 1, 0, 0, false, {}, {}};
   r.proposals = {{{{5, 1, 6}, {0.5, 0.25, 0.1 + 0.2}}, {{6}, {1.0}}}, {}};
   return r;
 }
@@ -130,10 +188,11 @@ TEST(GenMessages, MalformedProposalsAreRefusedNamingTheField) {
 TEST(GenMessages, RandomMutationsNeverCrash) {
   std::mt19937 rng(11);
   const auto ask = encode_ask(sample_ask());
-  const auto plain = encode_reply(DraftReply{41, {{1, 2, 3}, {4}}, 3, 10, 20, {}});
+  const auto plain = encode_reply(DraftReply{41, {{1, 2, 3}, {4}}, 3, 10, 20, false, {}, {}});
   const auto with_q = encode_reply(reply_with_proposals());
-  for (int i = 0; i < 4000; ++i) {
-    auto bytes = (i % 2) ? ask : (i % 4 == 0 ? plain : with_q);
+  const auto guesses = encode_reply(sample_guesses());
+  for (int i = 0; i < 8000; ++i) {
+    auto bytes = (i % 2) ? ask : (i % 6 == 0 ? plain : i % 6 == 2 ? with_q : guesses);
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
       switch (rng() % 3) {

@@ -122,6 +122,8 @@ RoundDone sample_round_done() {
   d.send_us = 40;
   d.bytes_sent = 1u << 20;
   d.bytes_received = 99;
+  d.guesses = 12;
+  d.guesses_used = 5;
   d.drafters = {{2, 3, 50, 60}};
   return d;
 }
@@ -158,6 +160,8 @@ TEST(Protocol, GenerationMessagesRoundTrip) {
   EXPECT_EQ(done.slots_used, 3u);
   EXPECT_EQ(done.send_us, 40u);
   EXPECT_EQ(done.bytes_sent, 1u << 20);
+  EXPECT_EQ(done.guesses, 12u);
+  EXPECT_EQ(done.guesses_used, 5u);
   ASSERT_EQ(done.drafters.size(), 1u);
   EXPECT_EQ(done.drafters[0].rank, 2);
   EXPECT_EQ(done.drafters[0].draft_us, 60u);

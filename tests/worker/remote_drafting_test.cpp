@@ -35,7 +35,8 @@ Pair make_pair_for(spec::VerifyMode mode) {
   auto [a, b] = comm::make_local_pipes(1, 2);
   std::map<int, std::unique_ptr<comm::Link>> links;
   links.emplace(2, comm::make_host_link(std::move(a)));
-  return {make_remote_drafting(std::move(links), kWidth, std::chrono::milliseconds(2000), mode, kVocab),
+  return {make_remote_drafting(std::move(links), kWidth, std::chrono::milliseconds(2000), mode, kVocab,
+                              /*overlap=*/false),
           comm::make_host_link(std::move(b))};
 }
 
@@ -49,7 +50,7 @@ Status draft_with(Pair& p, spec::Request& r, const DraftReply& reply, std::vecto
 }
 
 DraftReply reply_with(std::vector<ir::Distribution> q) {
-  DraftReply reply{7, {{3, 8}}, 1, 0, 0, {}};
+  DraftReply reply{7, {{3, 8}}, 1, 0, 0, false, {}, {}};
   reply.proposals = {std::move(q)};
   return reply;
 }
