@@ -187,6 +187,7 @@ void RoundScheduler::Impl::fail_rank(TargetRank& rank, const ApiError& error, Ca
     if (!e->cancelled) finish(*e, GenerationFinish::kFailed, error, calls);
   }
   rank.slots.clear();
+  rank.moves.clear();
   rank.in_flight = false;
   rank.view.slots_used = 0;
 }

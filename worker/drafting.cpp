@@ -144,6 +144,8 @@ class RemoteDrafting final : public Drafting {
   }
 
   Status collect(uint64_t round, RoundDone& done) override {
+    // The last round's guesses were used or are stale now (their requests did not draft this round).
+    guesses_.clear();
     const auto t_wait = Clock::now();
     for (auto& [rank, asked] : asked_) {
       if (asked.round != round || !alive(rank)) continue;

@@ -24,7 +24,8 @@ class Drafting {
   // (empty where its drafter is lost); `done` the round's figures (timings, bytes, drafter reports).
   virtual Status draft(std::span<spec::Request* const> requests, std::span<const int> drafters, uint32_t block,
                        uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) = 0;
-  // After the round's verify: the drafters' guesses of the next round (overlap; none for local drafting).
+  // After every round's verify: the drafters' guesses of the next round (overlap; none for local
+  // drafting); guesses kept from earlier rounds are dropped.
   virtual Status collect(uint64_t round, RoundDone& done) = 0;
   // Whether `rank` can still draft (a lost drafter never comes back).
   virtual bool alive(int rank) const = 0;

@@ -209,7 +209,7 @@ class TargetRunner final : public RankRunner {
     const auto t0 = Clock::now();
     TANDEM_TRY(spec::verify(*target_, requests, drafts, mode_, false));
     done.verify_us = us_since(t0);
-    if (!drafting.empty()) TANDEM_TRY(drafting_->collect(round, done));
+    TANDEM_TRY(drafting_->collect(round, done));
     for (Live* live : all) {
       // A request that never drafts keeps no drafter context: its tap rows are dropped each round.
       if (live->drafter < 0) {
