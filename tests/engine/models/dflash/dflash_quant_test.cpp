@@ -94,8 +94,8 @@ Shipped shipped(const std::string& name) {
 
 // Stated bounds on the block logits of a drafter quantized at load against the float one (the same taps):
 // the largest deviation relative to the float logits' spread (max − min over the block), and the share of
-// draft rows whose argmax changes. Measured on the shipped drafters: int8 ~0.3% and 0 flips, int4 ~6% and a
-// few flips; the bounds leave about 2x room.
+// draft rows whose argmax changes. Measured on the shipped drafters (first eval prompt, block 16): int8 0.34%
+// / 0.36% of the spread and no flips, int4 7.0% / 7.4% and 4 / 1 of 15 rows flipped (v1 / v2).
 struct LogitBound {
   Quantization q;
   double spread_share;
@@ -170,7 +170,7 @@ TEST_P(ShippedQuantized, SpeculativeOutputEqualsGreedy) {
   ASSERT_FALSE(s.prompts.empty());
   auto dcfg = io::load_dflash_config(s.drafter_dir + "/config.json");
   ASSERT_TRUE(dcfg.ok()) << dcfg.error().message();
-  const size_t count = std::min<size_t>(4, s.prompts.size());
+  const size_t count = std::min<size_t>(2, s.prompts.size());
   size_t longest = 0;
   for (size_t i = 0; i < count; ++i) longest = std::max(longest, s.prompts[i].size());
   const auto slots = static_cast<uint32_t>(count);
