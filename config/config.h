@@ -67,6 +67,9 @@ struct Model {
   std::string name;       // id in /v1/models; default: the directory's base name
   std::string dir;        // absolute (relative paths are resolved against the YAML's folder)
   std::string tokenizer;  // absolute path of tokenizer.json; default <dir>/tokenizer/tokenizer.json
+  // A drafter's `quantization`: "" (not given: as its checkpoint stores it), "none", "int8" or "int4"
+  // (docs/quantization.md).
+  std::string quantization;
 };
 
 struct Rank {

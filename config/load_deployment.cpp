@@ -24,6 +24,8 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 5> kRoleNames = {"coordinator", "scorer", "target", "drafter",
                                                         "generator"};
 constexpr std::array<std::string_view, 3> kModelRoles = {"scorer", "target", "drafter"};
+// A drafter's weights (docs/quantization.md; engine/models/dflash parse_quantization reads the same names).
+constexpr std::array<std::string_view, 3> kQuantizations = {"none", "int8", "int4"};
 constexpr std::array<std::string_view, 2> kBackends = {"cpu", "cuda"};
 constexpr std::array<std::string_view, 3> kPrecisions = {"f32", "f16", "bf16"};
 
@@ -155,6 +157,9 @@ Result<std::map<Role, Model>> read_models(YamlMap& top, const std::string& base_
       TANDEM_ASSIGN(std::string tokenizer,
                     mm.string("tokenizer", role_name == "scorer" ? "tokenizer/tokenizer.json" : "tokenizer.json"));
       model.tokenizer = tokenizer_given ? resolve(base_dir, tokenizer) : resolve(model.dir, tokenizer);
+    }
+    if (role_name == "drafter" && mm.has("quantization")) {
+      TANDEM_ASSIGN(model.quantization, mm.choice("quantization", "", kQuantizations));
     }
     const bool tokenizer_given = mm.has("tokenizer");
     if (role_name == "scorer" && !fs::is_regular_file(model.tokenizer, ec)) {

@@ -19,6 +19,7 @@ namespace {
 struct GenerateArgs {
   std::string target;
   std::string drafter;
+  std::string drafter_quantization;  // "": as the drafter's checkpoint stores it
   std::string prompt_ids;
   std::string prompt_file;
   uint32_t max_tokens = 0;
@@ -192,6 +193,9 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
   if (!a.drafter.empty()) {
     models::dflash::DrafterOptions dopt{slots, static_cast<uint32_t>(capacity), block, std::nullopt, nullptr};
     if (a.draft_vocab) dopt.draft_vocab = a.draft_vocab;
+    if (!a.drafter_quantization.empty()) {
+      TANDEM_ASSIGN(dopt.quantization, models::dflash::parse_quantization(a.drafter_quantization));
+    }
     TANDEM_ASSIGN(drafter, models::dflash::Drafter::open(*backend, a.drafter, a.target, dopt));
   }
 
@@ -217,6 +221,8 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
   out["precision"] = ir::to_string(bo.precision);
   if (drafter) {
     out["drafter_version"] = drafter->version();
+    const auto& quant = drafter->setup().quant;
+    out["drafter_quantization"] = !quant ? "none" : quant->bits == 8 ? "int8" : "int4";
     out["block"] = block;
     out["verify"] = a.verify;
   }
@@ -245,7 +251,12 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "generate", "Generate from token-id prompts with a Qwen3 target and an optional DFlash drafter");
   cmd->add_option("--target", args->target, "HF Qwen3 checkpoint directory")->required();
-  cmd->add_option("--drafter", args->drafter, "DFlash v1/v2 drafter directory (none: plain target decoding)");
+  auto* drafter_opt =
+      cmd->add_option("--drafter", args->drafter, "DFlash v1/v2 drafter directory (none: plain target decoding)");
+  cmd->add_option("--drafter-quantization", args->drafter_quantization,
+                  "none, int8 or int4: quantize a float drafter at load (default: as its checkpoint is)")
+      ->check(CLI::IsMember({"none", "int8", "int4"}))
+      ->needs(drafter_opt);
   auto* ids = cmd->add_option("--prompt-ids", args->prompt_ids, "prompt token ids, comma separated");
   auto* file = cmd->add_option("--prompt-file", args->prompt_file, "file with one prompt of token ids per line");
   ids->excludes(file);

@@ -47,6 +47,9 @@ class DrafterRunner final : public RankRunner {
     options.threads = backend.threads;
     TANDEM_ASSIGN(backend_, backends::make_backend(options));
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
+    if (!drafter.quantization.empty()) {
+      TANDEM_ASSIGN(dopt.quantization, models::dflash::parse_quantization(drafter.quantization));
+    }
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
     mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
     return ok_status();

@@ -79,6 +79,9 @@ class TargetRunner final : public RankRunner {
       return ok_status();
     }
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
+    if (!drafter.quantization.empty()) {
+      TANDEM_ASSIGN(dopt.quantization, models::dflash::parse_quantization(drafter.quantization));
+    }
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
     drafting_ = make_local_drafting(*drafter_, mode_, rank_);
     return ok_status();

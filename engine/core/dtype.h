@@ -1,5 +1,6 @@
-// Element types tandem reads from checkpoints (F32, F16, BF16) and exact conversions between them.
-// Conversions are bit-exact and round to nearest even, so host references and kernels agree.
+// Element types tandem reads from checkpoints (F32, F16, BF16; I8 and U8 for the codes of quantized weights,
+// docs/quantization.md) and exact conversions between them. Conversions are bit-exact and round to nearest
+// even, so host references and kernels agree.
 #pragma once
 
 #include <bit>
@@ -10,10 +11,21 @@
 
 namespace tandem {
 
-enum class DType : uint8_t { kF32, kF16, kBF16 };
+enum class DType : uint8_t { kF32, kF16, kBF16, kI8, kU8 };
 
 std::string_view to_string(DType dtype);
-constexpr size_t dtype_size(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+constexpr size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kI8:
+    case DType::kU8: return 1;
+  }
+  return 4;
+}
+// Whether values of this dtype are integer codes (quantized weights), not floats.
+constexpr bool dtype_is_integer(DType dtype) { return dtype == DType::kI8 || dtype == DType::kU8; }
 
 // IEEE binary16 bits to float, exact (every half is a float).
 inline float half_to_float(uint16_t h) {
@@ -76,7 +88,7 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
-// Converts n elements of `dtype` at `src` (any alignment) to floats.
+// Converts n elements of `dtype` at `src` (any alignment) to floats (integer codes to their values).
 void convert_to_f32(DType dtype, const void* src, size_t n, float* dst);
 
 }  // namespace tandem

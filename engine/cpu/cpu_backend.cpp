@@ -90,6 +90,7 @@ Status check_aliasing(const ir::Graph& graph) {
             [](const ir::RmsNorm&) { return true; },
             [](const ir::Tap&) { return true; },
             [](const ir::Gemm& o) { return o.epilogue == ir::Epilogue::kAccumulate; },
+            [](const ir::QGemm& o) { return o.epilogue == ir::Epilogue::kAccumulate; },
             [](const ir::DynConv& o) { return o.epilogue == ir::Epilogue::kAccumulate; },
             [](const auto&) { return false; },
         },
@@ -179,7 +180,8 @@ Result<std::unique_ptr<ir::Plan>> CpuBackend::lower(const ir::Weights& weights, 
       return Error::make(ErrorKind::kShape, "weight {} was uploaded as {}, this graph needs {}", ref.name(),
                          shape_string(t->shape), shape_string(ref.shape));
     }
-    if ((needs[i].packed && !t->packed) || (needs[i].values && t->values.empty())) {
+    if ((needs[i].packed && !t->packed) || (needs[i].values && t->values.empty()) ||
+        (needs[i].code_bits != 0 && t->codes.empty())) {
       return Error::make(ErrorKind::kInvalidArgument,
                          "weight {} was uploaded for other graphs that use it differently; upload with this one",
                          ref.name());
@@ -273,6 +275,12 @@ void CpuBackend::run_op(CpuPlan& plan, size_t index, const ir::Batch& batch, Cpu
           [&](const ir::RmsNorm& o) { rms_norm(ex, mat(o.x), values(o.w), o.eps, mat(o.out)); },
           [&](const ir::Gemm& o) {
             gemm(ex, mat(o.a), *plan.weights[o.w.index]->packed, optional(o.b), o.epilogue, mat(o.out));
+          },
+          [&](const ir::QGemm& o) {
+            const ir::Val out_val = o.out;
+            const QuantMatrix w{g.info(out_val).width, g.info(o.a).width, o.bits, o.group,
+                                plan.weights[o.w.index]->codes.data(), values(o.scales)};
+            qgemm(ex, mat(o.a), w, optional(o.b), o.epilogue, mat(o.out));
           },
           [&](const ir::Rope& o) {
             rope(ex, batch, mat(o.x), o.col, o.heads, o.head_dim, plan.rope_inv[index].data());

@@ -12,6 +12,7 @@
 #include "engine/core/tensor.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/gemm_impl.h"
+#include "engine/cpu/qgemm_impl.h"
 #include "engine/cpu/simd_impl.h"
 #include "engine/ir/backend.h"
 
@@ -23,6 +24,7 @@ struct CpuTensor {
   std::vector<uint64_t> shape;
   std::vector<float> values;
   std::optional<PackedMatrix> packed;
+  std::vector<uint8_t> codes;  // a QGemm's quantized codes, bytes as stored (never converted)
 };
 
 class CpuWeights final : public ir::Weights {
@@ -33,10 +35,12 @@ class CpuWeights final : public ir::Weights {
   std::map<std::string, CpuTensor> tensors;  // by WeightRef::name()
 };
 
-// What a graph uses each of its weights as: row-major values (non-GEMM ops, GEMM biases) or a GEMM's w.
+// What a graph uses each of its weights as: row-major values (non-GEMM ops, GEMM biases, QGemm scales),
+// a GEMM's w, or a QGemm's codes (of `code_bits` 8 or 4).
 struct WeightNeeds {
   bool values = false;
   bool packed = false;
+  uint32_t code_bits = 0;
 };
 std::vector<WeightNeeds> weight_needs(const ir::Graph& graph);
 

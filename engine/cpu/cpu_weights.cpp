@@ -1,5 +1,8 @@
 // Weight upload for the CPU backend: every checkpoint dtype converted to f32 once, WeightRef parts
-// stacked along dim 0 and checked against the shape the graph declares, GEMM weights packed.
+// stacked along dim 0 and checked against the shape the graph declares, GEMM weights packed, quantized
+// codes kept as their bytes.
+#include <algorithm>
+#include <cstring>
 #include <variant>
 
 #include "engine/cpu/cpu_backend_impl.h"
@@ -13,6 +16,10 @@ std::vector<WeightNeeds> weight_needs(const ir::Graph& graph) {
     if (const auto* o = std::get_if<ir::Gemm>(&op)) {
       needs[o->w.index].packed = true;
       if (o->b) plain(*o->b);
+    } else if (const auto* q = std::get_if<ir::QGemm>(&op)) {
+      needs[q->w.index].code_bits = q->bits;
+      plain(q->scales);
+      if (q->b) plain(*q->b);
     } else if (const auto* e = std::get_if<ir::Embed>(&op)) {
       plain(e->table);
     } else if (const auto* ln = std::get_if<ir::LayerNorm>(&op)) {
@@ -33,15 +40,23 @@ std::vector<WeightNeeds> weight_needs(const ir::Graph& graph) {
 
 namespace {
 
-// The parts of `ref` stacked along dim 0, converted to f32.
-Result<std::vector<float>> stack_parts(const WeightSource& source, const ir::WeightRef& ref) {
+// The parts of `ref` stacked along dim 0: converted to f32, or for codes (code_bits 8: I8, 4: U8) copied as
+// bytes into `codes`.
+Result<std::vector<float>> stack_parts(const WeightSource& source, const ir::WeightRef& ref, uint32_t code_bits,
+                                       std::vector<uint8_t>& codes) {
   uint64_t numel = 1;
   for (uint64_t d : ref.shape) numel *= d;
-  std::vector<float> out(numel);
+  std::vector<float> out(code_bits ? 0 : numel);
+  if (code_bits) codes.resize(numel);
   uint64_t rows = 0;
   uint64_t filled = 0;
   for (const std::string& part : ref.parts) {
     TANDEM_ASSIGN(TensorView view, source.tensor(part));
+    const DType want = code_bits == 8 ? DType::kI8 : DType::kU8;
+    if (code_bits ? view.dtype != want : dtype_is_integer(view.dtype)) {
+      return Error::make(ErrorKind::kFormat, "tensor {} {} is {}, expected {}", part, shape_string(view.shape),
+                         to_string(view.dtype), code_bits ? to_string(want) : "F32, F16 or BF16");
+    }
     const bool rank_ok = view.shape.size() == ref.shape.size();
     bool trailing_ok = rank_ok;
     for (size_t i = 1; rank_ok && i < ref.shape.size(); ++i) trailing_ok = trailing_ok && view.shape[i] == ref.shape[i];
@@ -53,7 +68,11 @@ Result<std::vector<float>> stack_parts(const WeightSource& source, const ir::Wei
       return Error::make(ErrorKind::kShape, "tensor {} is {}, which does not stack into {} as {}", part,
                          shape_string(view.shape), ref.name(), shape_string(ref.shape));
     }
-    convert_to_f32(view.dtype, view.data, view.numel(), out.data() + filled);
+    if (code_bits) {
+      if (view.numel() > 0) std::memcpy(codes.data() + filled, view.data, view.numel());
+    } else {
+      convert_to_f32(view.dtype, view.data, view.numel(), out.data() + filled);
+    }
     filled += view.numel();
     rows += view.shape[0];
   }
@@ -69,7 +88,7 @@ Result<std::vector<float>> stack_parts(const WeightSource& source, const ir::Wei
 size_t CpuWeights::bytes() const {
   size_t total = 0;
   for (const auto& [name, t] : tensors) {
-    total += t.values.size() * sizeof(float) + (t.packed ? t.packed->bytes() : 0);
+    total += t.values.size() * sizeof(float) + (t.packed ? t.packed->bytes() : 0) + t.codes.size();
   }
   return total;
 }
@@ -95,6 +114,15 @@ Result<std::unique_ptr<CpuWeights>> upload_weights(const WeightSource& source,
         }
         it->second.second.values |= needs[i].values;
         it->second.second.packed |= needs[i].packed;
+        uint32_t& bits = it->second.second.code_bits;
+        if (bits != 0 && needs[i].code_bits != 0 && bits != needs[i].code_bits) {
+          return Error::make(ErrorKind::kInvalidArgument, "weight {} is used as {}-bit codes in one graph and {} in "
+                             "another", ref.name(), bits, needs[i].code_bits);
+        }
+        bits = std::max(bits, needs[i].code_bits);
+        if (it->second.first->codes != ref.codes) {
+          return Error::make(ErrorKind::kInvalidArgument, "weight {} is quantized codes in one graph only", ref.name());
+        }
       }
     }
   }
@@ -104,9 +132,13 @@ Result<std::unique_ptr<CpuWeights>> upload_weights(const WeightSource& source,
     if (ref->parts.empty() || ref->shape.empty()) {
       return Error::make(ErrorKind::kInternal, "weight '{}' names no tensor or has no dims", name);
     }
-    TANDEM_ASSIGN(std::vector<float> values, stack_parts(source, *ref));
     CpuTensor t;
     t.shape = ref->shape;
+    if (ref->codes && needs.code_bits == 0) {  // declared by a graph that multiplies by other weights only
+      weights->tensors.emplace(name, std::move(t));
+      continue;
+    }
+    TANDEM_ASSIGN(std::vector<float> values, stack_parts(source, *ref, needs.code_bits, t.codes));
     if (needs.packed) {
       if (ref->shape.size() != 2) {
         return Error::make(ErrorKind::kShape, "GEMM weight {} is {}, expected 2 dims", name, shape_string(ref->shape));

@@ -36,6 +36,7 @@ class Lowering {
   Status lower(size_t i, const ir::LayerNorm& o);
   Status lower(size_t i, const ir::RmsNorm& o);
   Status lower(size_t i, const ir::Gemm& o);
+  Status lower(size_t i, const ir::QGemm& o) { return not_run(i, o); }  // supports() refuses it first
   Status lower(size_t i, const ir::Rope& o);
   Status lower(size_t i, const ir::GeGlu& o);
   Status lower(size_t i, const ir::SwiGlu& o);

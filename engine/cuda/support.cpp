@@ -32,6 +32,10 @@ struct Support {
   Status operator()(const ir::LayerNorm&) const { return scorer("layer_norm"); }
   Status operator()(const ir::RmsNorm&) const { return yes(); }
   Status operator()(const ir::Gemm&) const { return yes(); }
+  Status operator()(const ir::QGemm& o) const {
+    return Error::make(ErrorKind::kUnsupported, "qgemm (int{} group {}) has no CUDA kernel yet; run the quantized "
+                       "drafter on the cpu backend", o.bits, o.group);
+  }
   Status operator()(const ir::Rope& o) const {
     if (graph.caches.empty()) return scorer("rope");
     if (o.col != 0) return Error::make(ErrorKind::kUnsupported, "a decoder rope must start at column 0, not {}", o.col);

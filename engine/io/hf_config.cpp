@@ -515,6 +515,7 @@ Result<DFlashConfig> parse_dflash_config(const json& j, const std::string& origi
     c.causal_layer[l] = c.causal.value_or(c.layers.sliding_layer[l]);
   }
 
+  TANDEM_ASSIGN(c.quantization, parse_quant_config(j, origin));
   TANDEM_ASSIGN(const DFlashKey conv_key, dflash_key(top, nested, "conv_kernel_size"));
   if (conv_key.value) {
     c.version = 2;

@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "engine/core/result.h"
+#include "engine/io/quant_config.h"
 
 namespace tandem::io {
 
@@ -87,6 +88,7 @@ struct DFlashConfig {
   float final_logit_softcapping = 0.0f;  // 0 = none
   float output_multiplier = 1.0f;
   float input_embedding_scale = 1.0f;
+  std::optional<QuantConfig> quantization;  // quantization_config: the checkpoint's modules are quantized
 };
 // The tap rule of dflash.md §1.2: L == 1 -> [N / 2]; else round(1 + i·(N − 4)/(L − 1)), with Python's
 // round (halves to even).

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -32,8 +33,8 @@ constexpr size_t kMaxHeaderDepth = 3;
 constexpr std::string_view kMetadataKey = "__metadata__";
 
 // Safetensors dtypes tandem does not read: named as unsupported rather than unknown.
-constexpr std::array<std::string_view, 17> kOtherDtypes = {
-    "BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "F64",
+constexpr std::array<std::string_view, 15> kOtherDtypes = {
+    "BOOL", "I16", "U16", "I32", "U32", "I64", "U64", "F64",
     "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"};
 
 struct Entry {
@@ -59,9 +60,11 @@ Result<DType> parse_dtype(const std::string& s, const std::string& where) {
   if (s == "F32") return DType::kF32;
   if (s == "F16") return DType::kF16;
   if (s == "BF16") return DType::kBF16;
+  if (s == "I8") return DType::kI8;  // int8 codes of a quantized weight (docs/quantization.md)
+  if (s == "U8") return DType::kU8;  // int4 codes, two per byte
   if (std::find(kOtherDtypes.begin(), kOtherDtypes.end(), s) != kOtherDtypes.end()) {
-    return Error::make(ErrorKind::kUnsupported, "{}: dtype {} is not supported (tandem reads F32, F16, BF16)",
-                       where, s);
+    return Error::make(ErrorKind::kUnsupported,
+                       "{}: dtype {} is not supported (tandem reads F32, F16, BF16, and I8/U8 codes)", where, s);
   }
   return Error::make(ErrorKind::kFormat, "{}: unknown dtype {}", where, describe_json(json(s)));
 }
@@ -456,6 +459,12 @@ HostTensor HostTensor::from_f32(std::string name, std::vector<uint64_t> shape, c
         std::memcpy(dst, &b, 2);
         break;
       }
+      case DType::kI8:
+        *dst = static_cast<unsigned char>(static_cast<int8_t>(std::lrint(values[i])));
+        break;
+      case DType::kU8:
+        *dst = static_cast<unsigned char>(std::lrint(values[i]));
+        break;
     }
   }
   return t;

@@ -13,7 +13,7 @@
 
 namespace tandem::io {
 
-// One mapped .safetensors file. Tensors of other dtypes than F32/F16/BF16 are rejected at open, naming
+// One mapped .safetensors file. Tensors of other dtypes than F32/F16/BF16/I8/U8 are rejected at open, naming
 // the tensor and its dtype. The mapping lives as long as the object; views point into it.
 class SafetensorsFile final : public WeightSource {
  public:

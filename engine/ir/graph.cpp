@@ -68,6 +68,7 @@ const char* op_name(const Op& op) {
           [](const LayerNorm&) { return "layer_norm"; },
           [](const RmsNorm&) { return "rms_norm"; },
           [](const Gemm&) { return "gemm"; },
+          [](const QGemm&) { return "qgemm"; },
           [](const Rope&) { return "rope"; },
           [](const GeGlu&) { return "geglu"; },
           [](const SwiGlu&) { return "swiglu"; },
@@ -95,6 +96,10 @@ Uses uses(const Op& op) {
           [](const LayerNorm& o) { return Uses{{o.x}, {o.out}}; },
           [](const RmsNorm& o) { return Uses{{o.x}, {o.out}}; },
           [](const Gemm& o) {
+            if (o.epilogue == Epilogue::kAccumulate) return Uses{{o.a, o.out}, {o.out}};
+            return Uses{{o.a}, {o.out}};
+          },
+          [](const QGemm& o) {
             if (o.epilogue == Epilogue::kAccumulate) return Uses{{o.a, o.out}, {o.out}};
             return Uses{{o.a}, {o.out}};
           },

@@ -38,6 +38,7 @@ struct ValInfo {
 struct WeightRef {
   std::vector<std::string> parts;
   std::vector<uint64_t> shape;  // of the stacked tensor
+  bool codes = false;           // integer codes of a quantized weight (QGemm::w), read as they are
   std::string name() const;     // parts joined by '+'
 };
 
@@ -63,6 +64,20 @@ struct LayerNorm { Val x; WeightId w; std::optional<WeightId> b; float eps; Val 
 struct RmsNorm { Val x; WeightId w; float eps; Val out; };
 // out = epilogue(a · wᵀ + b), w is [n, k].
 struct Gemm { Val a; WeightId w; std::optional<WeightId> b; Epilogue epilogue; Val out; };
+// out = epilogue(a · Wᵀ + b) with W [n, k] quantized group-wise (docs/quantization.md), dequantized
+// inside the loop: W[r, c] = q[r, c] · scales[r, c / group]. `w` holds the codes (codes = true): int8
+// [n, k] for bits 8, or for bits 4 [n, k / 2] bytes with column 2j in the low nibble and 2j + 1 in the
+// high one, each stored as q + 8 (q in −8..7). `scales` is [n, k / group].
+struct QGemm {
+  Val a;
+  WeightId w;
+  WeightId scales;
+  uint32_t bits;
+  uint32_t group;
+  std::optional<WeightId> b;
+  Epilogue epilogue;
+  Val out;
+};
 // In place on `heads` heads of `head_dim` starting at column `col`: rotate-half (NeoX) RoPE at the row's
 // position (batch start of its sequence + its offset in the sequence).
 struct Rope { Val x; uint32_t col; uint32_t heads; uint32_t head_dim; float theta; };
@@ -135,7 +150,7 @@ struct TopK { Val x; uint32_t columns; uint32_t k; Val ids; Val values; };
 // u32, one wide, over pick rows.
 struct Sample { Val x; uint32_t columns; Val out; };
 
-using Op = std::variant<Embed, LayerNorm, RmsNorm, Gemm, Rope, GeGlu, SwiGlu, Attention, AddType,
+using Op = std::variant<Embed, LayerNorm, RmsNorm, Gemm, QGemm, Rope, GeGlu, SwiGlu, Attention, AddType,
                         PickRows, ActFeatures, HeadRmsNorm, CacheAppend, CacheAttention, Input,
                         Tap, DynConv, Argmax, TopK, Sample>;
 
@@ -179,7 +194,7 @@ struct Graph {
   const WeightRef& weight(WeightId w) const { return weights[w.index]; }
 };
 
-// Values an op reads and writes. In-place ops list the value in both; Gemm/DynConv with kAccumulate
+// Values an op reads and writes. In-place ops list the value in both; Gemm/QGemm/DynConv with kAccumulate
 // read `out` too.
 struct Uses {
   std::vector<Val> reads;

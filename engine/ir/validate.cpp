@@ -107,6 +107,20 @@ class Checker {
     if (o.b) TANDEM_TRY(weight(*o.b, {w(o.out)}));
     return {};
   }
+  Status check(const QGemm& o) const {
+    TANDEM_TRY(same_rows(o.a, o.out));
+    const uint64_t n = w(o.out);
+    const uint64_t k = w(o.a);
+    if (o.bits != 4 && o.bits != 8) return fail("qgemm '{}': bits {} (4 or 8)", g_.info(o.out).name, o.bits);
+    if (o.group == 0 || k % o.group != 0 || (o.bits == 4 && o.group % 2 != 0)) {
+      return fail("qgemm '{}': group {} does not divide k = {} into even groups", g_.info(o.out).name, o.group, k);
+    }
+    TANDEM_TRY(weight(o.w, {n, k * o.bits / 8}));
+    if (!g_.weight(o.w).codes) return fail("qgemm weight {} is not marked as codes", g_.weight(o.w).name());
+    TANDEM_TRY(weight(o.scales, {n, k / o.group}));
+    if (o.b) TANDEM_TRY(weight(*o.b, {n}));
+    return {};
+  }
   Status check(const Rope& o) const {
     TANDEM_TRY(check_val(o.x));
     if (o.head_dim % 2 != 0 || uint64_t{o.col} + uint64_t{o.heads} * o.head_dim > w(o.x)) {

@@ -144,6 +144,22 @@ TEST_F(GenerationConfigTest, DrafterTakesNoTokenizer) {
                {"models.drafter.tokenizer", "unknown key"});
 }
 
+TEST_F(GenerationConfigTest, DrafterQuantization) {
+  const std::string ranks = "ranks:\n  - role: coordinator\n  - role: generator\n";
+  auto plain = parse(kModels + ranks);
+  ASSERT_TRUE(plain.ok()) << plain.error().message();
+  EXPECT_EQ(plain->model(Role::kDrafter)->quantization, "");  // as the checkpoint stores it
+  for (const std::string q : {"none", "int8", "int4"}) {
+    auto d = parse("models:\n  target: {dir: lm}\n  drafter: {dir: draft, quantization: " + q + "}\n" + ranks);
+    ASSERT_TRUE(d.ok()) << d.error().message();
+    EXPECT_EQ(d->model(Role::kDrafter)->quantization, q);
+  }
+  expect_error("models:\n  target: {dir: lm}\n  drafter: {dir: draft, quantization: int2}\n" + ranks,
+               {"deploy.yaml:3:", "models.drafter.quantization", "'int2' is not allowed", "allowed: none, int8, int4"});
+  expect_error("models:\n  target: {dir: lm, quantization: int8}\n  drafter: {dir: draft}\n" + ranks,
+               {"models.target.quantization", "unknown key"});
+}
+
 TEST_F(GenerationConfigTest, TheOldCombinedRoleNameIsRefused) {
   expect_error(kModels + "ranks:\n  - role: coordinator\n  - role: target+drafter\n",
                {"ranks[1].role", "'target+drafter' is not allowed", "generator"});

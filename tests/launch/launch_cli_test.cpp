@@ -1,10 +1,14 @@
 // The tandem binary's commands without a serving job: `tandem generate` refuses what the target cannot
 // take (a prompt or prompt + --max-tokens past max_position_embeddings) and malformed --prompt-ids;
 // `tandem launch --dry-run` adds --oversubscribe itself when one machine has fewer cores than ranks;
-// and MpiOutputFilter drops Open MPI's noise and nothing else.
+// and MpiOutputFilter drops Open MPI's noise and nothing else; with --drafter-quantization int8/int4 the
+// shipped drafters' speculative output equals plain greedy decoding, and a quantized checkpoint refuses
+// 'none'.
 #include <gtest/gtest.h>
 
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "launch/mpi_output_filter.h"
 #include "tests/launch/service_job.h"
@@ -129,6 +133,56 @@ TEST(MpiOutputFilter, DropsOpenMpisNoiseAndKeepsEverythingElse) {
                                 "were requested by the application:\n" + dashes + "\n"),
             "");
   EXPECT_TRUE(slots.slots_short());
+}
+
+// The JSON a `tandem generate` run printed (stdout and stderr share the log: from the line that opens it).
+nlohmann::json generated(const CommandResult& r) {
+  const size_t at = r.output.rfind("\n{\n");
+  return nlohmann::json::parse(r.output.substr(at == std::string::npos ? 0 : at + 1), nullptr, false);
+}
+
+TEST(Generate, QuantizedDrafterOutputEqualsPlainGreedy) {
+  TempDir dir;
+  const std::string target = TANDEM_SOURCE_DIR "/models/pylm";
+  const std::vector<std::string> common = {TANDEM_BINARY, "generate", "--target", target, "--prompt-ids",
+                                           "40,41,42,43,44,45,46,47", "--max-tokens", "24", "--ignore-eos",
+                                           "--threads", "2"};
+  const CommandResult plain = run_command(common, dir.path() / "plain.log");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  const nlohmann::json want = generated(plain);
+  ASSERT_FALSE(want.is_discarded()) << plain.output;
+  for (const std::string drafter : {"pylm-dflash", "pylm-dflash2"}) {
+    for (const std::string q : {"int8", "int4"}) {
+      std::vector<std::string> args = common;
+      args.insert(args.end(), {"--drafter", TANDEM_SOURCE_DIR "/models/" + drafter, "--drafter-quantization", q,
+                               "--block", "8"});
+      const CommandResult r = run_command(args, dir.path() / (drafter + "-" + q + ".log"));
+      ASSERT_EQ(r.code, 0) << r.output;
+      const nlohmann::json got = generated(r);
+      ASSERT_FALSE(got.is_discarded()) << r.output;
+      EXPECT_EQ(got.at("mode"), "speculative");
+      EXPECT_EQ(got.at("drafter_quantization"), q);
+      ASSERT_EQ(got.at("requests").size(), want.at("requests").size());
+      for (size_t i = 0; i < want.at("requests").size(); ++i) {
+        EXPECT_EQ(got.at("requests")[i].at("tokens"), want.at("requests")[i].at("tokens")) << drafter << " " << q;
+      }
+      EXPECT_GT(got.at("accepted").get<uint64_t>(), 0u) << drafter << " " << q << ": nothing accepted";
+    }
+  }
+}
+
+TEST(Generate, QuantizedCheckpointRefusesNone) {
+  TempDir dir;
+  const std::string drafter = TANDEM_SOURCE_DIR "/tests/fixtures/dflash/v1-int4";
+  const CommandResult r = run_command({TANDEM_BINARY, "generate", "--target", kTarget, "--drafter", drafter,
+                                       "--drafter-quantization", "none", "--prompt-ids", "10,20,30", "--max-tokens",
+                                       "4", "--threads", "1"},
+                                      dir.path() / "none.log");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("tandem generate: " + drafter + ": quantization 'none' was asked, but the checkpoint is "
+                          "quantized as int4"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

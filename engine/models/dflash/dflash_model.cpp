@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/io/safetensors.h"
+#include "engine/ir/executor.h"
 #include "engine/models/qwen3/weight_check.h"
 
 namespace tandem::models::dflash {
@@ -63,6 +64,16 @@ Result<std::unique_ptr<Drafter>> Drafter::create(ir::Backend& backend, std::shar
   TANDEM_ASSIGN(DrafterSetup setup, make_setup(cfg, target_cfg, *own, options, origin));
   auto graphs = build_drafter_graphs(setup);
   if (!graphs.ok()) return std::move(graphs).error().context(origin);
+  TANDEM_ASSIGN(setup.quant, resolve_quantization(cfg, options.quantization, *graphs, origin));
+  if (setup.quant) {
+    if (!cfg.quantization) {
+      TANDEM_ASSIGN(own, quantize_source(std::move(own), *setup.quant, origin));
+    }
+    TANDEM_TRY(check_quantized_dtypes(*own, *setup.quant, origin));
+    TANDEM_TRY(quantize_graphs({&graphs->settle, &graphs->block}, *setup.quant, origin));
+    TANDEM_TRY(ir::validate(graphs->settle).context("quantized drafter settle graph"));
+    TANDEM_TRY(ir::validate(graphs->block).context("quantized drafter block graph"));
+  }
   io::CombinedSource combined;
   combined.add(own.get(), "");
   combined.add(&target, kTargetPrefix);

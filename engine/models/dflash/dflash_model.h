@@ -14,6 +14,7 @@
 #include "engine/io/hf_config.h"
 #include "engine/ir/backend.h"
 #include "engine/decode/seq_runner.h"
+#include "engine/models/dflash/dflash_quant.h"
 
 namespace tandem::models::dflash {
 
@@ -27,6 +28,9 @@ struct DrafterOptions {
   uint32_t block_size = 0;                   // 0: the config's block_size
   std::optional<uint32_t> draft_vocab;       // draft over the head's first W rows only
   const ir::BucketTable* buckets = nullptr;  // nullptr: the embedded table; stage "drafter"
+  // nullopt: the weights as the checkpoint stores them; kInt8/kInt4 quantize a float checkpoint at load
+  // (docs/quantization.md); a quantized checkpoint loads only as what it is.
+  std::optional<Quantization> quantization = std::nullopt;
 };
 
 // The drafter as it will run: config checked against its target, names of the v2 tensors resolved.
@@ -39,6 +43,7 @@ struct DrafterSetup {
   std::string predecessor;  // v2 selector tensor names: "candidate_selector.<codebook>", bare or with ".weight"
   std::string successor;
   std::string hidden_projection;
+  std::optional<io::QuantConfig> quant = std::nullopt;  // the quantized modules as they run (set by Drafter::create)
   uint32_t tap_width() const { return static_cast<uint32_t>(cfg.target_layer_ids.size()) * target.hidden_size; }
 };
 
@@ -65,6 +70,12 @@ Result<DrafterGraphs> build_drafter_graphs(const DrafterSetup& setup);
 // head of its own (ignored with a warning: the target's are used); anything else is refused by name.
 Status check_own_tensors(const WeightSource& own, const DrafterSetup& setup, const DrafterGraphs& graphs,
                          std::string_view origin);
+// What the drafter's weights run as: the checkpoint's quantization_config (asking for another, or 'none',
+// is an error that says so), or for a float checkpoint the quantization asked (every module of
+// quantizable_modules at kLoadGroupSize with F16 scales), or nullopt.
+Result<std::optional<io::QuantConfig>> resolve_quantization(const io::DFlashConfig& cfg,
+                                                            std::optional<Quantization> asked,
+                                                            const DrafterGraphs& graphs, std::string_view origin);
 
 // Tap rows of one request at positions context().length(slot)...: on the host, or where the target's run
 // left them (read on the device, never through the host, when the drafter runs on that backend).

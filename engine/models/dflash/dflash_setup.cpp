@@ -33,6 +33,8 @@ Result<std::string> selector_tensor(const WeightSource& own, std::string_view na
   for (const std::string& c : {want, base + ".weight"}) {
     if (own.contains(c)) return c;
   }
+  // A quantized projection keeps the float name in the graph until quantize_graphs rewrites it.
+  if (!bare && own.contains(base + ".qweight")) return want;
   const std::string also = bare ? fmt::format(" (or '{}.weight')", base) : std::string();
   for (const std::string& old : {std::string(name), std::string(name) + ".weight"}) {
     if (!own.contains(old)) continue;
@@ -49,7 +51,9 @@ Result<std::string> selector_tensor(const WeightSource& own, std::string_view na
 Result<uint32_t> selector_rank(const io::DFlashConfig& cfg, const WeightSource& own, const std::string& projection,
                                std::string_view origin) {
   if (cfg.selector_rank > 0) return cfg.selector_rank;
-  TANDEM_ASSIGN(TensorView t, own.tensor(projection));
+  const std::string quantized = projection.substr(0, projection.size() - std::string_view(".weight").size()) +
+                                ".qweight";
+  TANDEM_ASSIGN(TensorView t, own.tensor(own.contains(projection) ? projection : quantized));
   if (t.shape.size() != 2 || t.shape[0] == 0 || t.shape[0] > UINT32_MAX) {
     return Error::make(ErrorKind::kShape, "{}: tensor '{}' has shape {}, expected [selector_rank, {}]", origin,
                        projection, shape_string(t.shape), cfg.layers.hidden_size);

@@ -19,6 +19,11 @@ Status check_weights(const WeightSource& source, const ir::Graph& graph, std::st
         return Error::make(ErrorKind::kShape, "{}: tensor '{}' has shape {}, expected {}", origin, name,
                            shape_string(view.shape), shape_string(want));
       }
+      if (dtype_is_integer(view.dtype) != ref.codes) {
+        return Error::make(ErrorKind::kFormat, "{}: tensor '{}' {} is {}, expected {}", origin, name,
+                           shape_string(view.shape), to_string(view.dtype),
+                           ref.codes ? "the I8 or U8 codes of a quantized weight" : "F32, F16 or BF16");
+      }
     }
   }
   return {};
