@@ -35,7 +35,8 @@ Status check_codebook(const TensorView& t, const DrafterSetup& setup, std::strin
 
 Drafter::Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,
                  decode::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options)
-    : setup_(std::move(setup)),
+    : backend_(backend),
+      setup_(std::move(setup)),
       graphs_(std::move(graphs)),
       weights_(std::move(weights)),
       context_(std::move(context)),

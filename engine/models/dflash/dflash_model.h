@@ -120,6 +120,7 @@ class Drafter {
   uint32_t tap_width() const { return setup_.tap_width(); }
   const std::vector<uint32_t>& target_layer_ids() const { return setup_.cfg.target_layer_ids; }
   const Codebooks* codebooks() const { return codebooks_ ? &*codebooks_ : nullptr; }
+  ir::Backend& backend() const { return backend_; }
 
   // Appends the requests' committed rows to their context caches.
   Status settle(std::span<const SettleRows> rows);
@@ -133,6 +134,7 @@ class Drafter {
   Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,
           decode::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options);
 
+  ir::Backend& backend_;
   DrafterSetup setup_;
   DrafterGraphs graphs_;
   std::unique_ptr<ir::Weights> weights_;
