@@ -79,9 +79,13 @@ struct BlockRows {
   uint32_t anchor = 0;
 };
 struct BlockOut {
-  ir::Tensor2 logits;    // rows 1..B−1 × draft vocab
-  ir::Tensor2 selector;  // rows 1..B−1 × selector rank (v2), S·h of the final-normed rows
+  ir::Tensor2 logits;         // rows 1..B−1 × draft vocab, when draft() fetches them; else empty
+  ir::Tensor2 selector;       // rows 1..B−1 × selector rank (v2), S·h of the final-normed rows
+  std::vector<uint32_t> ids;  // rows 1..B−1: each row's argmax over the draft vocabulary, picked on the device
 };
+// The block graph's outputs, in order: logits (device), selector (v2 only, host), ids (host).
+inline constexpr size_t kBlockLogitsOutput = 0, kBlockSelectorOutput = 1;
+constexpr size_t block_ids_output(uint32_t version) { return version == 2 ? 2 : 1; }
 
 // DFlash 2 selector codebooks, rows read from the checkpoint on the host (dflash.md §3.3).
 class Codebooks {
@@ -125,8 +129,9 @@ class Drafter {
   // Appends the requests' committed rows to their context caches.
   Status settle(std::span<const SettleRows> rows);
   // One block per request (`block` rows, 2 <= block <= setup().max_block and the capacity left); the
-  // context is left as it was.
-  Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out);
+  // context is left as it was. The logits rows are copied to the host only with fetch_logits (a host
+  // step that needs them: the v2 selector walk, proposals for rejection sampling, tests).
+  Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out, bool fetch_logits = true);
   decode::CacheSlots& context() { return context_; }
   const decode::CacheSlots& context() const { return context_; }
 
