@@ -211,9 +211,11 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
     requests.push_back(std::move(r).value());
   }
   spec::GenerateOptions opt{block, mode, a.trace};
+  const std::optional<uint64_t> d2h_before = backends::device_to_host_bytes(*backend);
   const auto t0 = std::chrono::steady_clock::now();
   TANDEM_TRY(spec::generate(*target, drafter.get(), requests, opt));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::optional<uint64_t> d2h_after = backends::device_to_host_bytes(*backend);
 
   nlohmann::ordered_json out;
   out["mode"] = drafter ? "speculative" : "plain";
@@ -240,6 +242,9 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
   out["accepted"] = accepted;
   out["tokens_generated"] = generated;
   out["seconds"] = seconds;
+  // With --trace on a backend with a device: what the generation copied from it to the host (prefill and
+  // every round, plus the GEMM probes of plans lowered on the way).
+  if (a.trace && d2h_before && d2h_after) out["d2h_bytes"] = *d2h_after - *d2h_before;
   out["requests"] = std::move(reqs);
   return out;
 }

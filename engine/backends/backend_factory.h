@@ -3,7 +3,9 @@
 // built without CUDA or no device is present.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/core/result.h"
@@ -19,5 +21,9 @@ struct BackendOptions {
 };
 
 Result<std::unique_ptr<ir::Backend>> make_backend(const BackendOptions& options);
+
+// Bytes the backend has copied from its device to the host since it was made (the CUDA backend's count,
+// cuda_backend.h's CudaTransfers); nullopt for a backend without a device of its own (the CPU backend).
+std::optional<uint64_t> device_to_host_bytes(const ir::Backend& backend);
 
 }  // namespace tandem::backends

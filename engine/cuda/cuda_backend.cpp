@@ -125,6 +125,11 @@ class CudaBackend final : public ir::Backend {
     return p->run(batch, s, out);
   }
 
+  CudaTransfers transfers() const {
+    const D2hCount& c = device_->d2h();
+    return CudaTransfers{c.bytes, c.copies, device_->last_run_d2h()};
+  }
+
   Status fetch(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Tensor2& out) override {
     if (rows.owner != this) return Error(ErrorKind::kInvalidArgument, "fetching rows another backend holds");
     if (uint64_t{first} + count > rows.rows) {
@@ -140,6 +145,7 @@ class CudaBackend final : public ir::Backend {
     if (count > 0) {
       TANDEM_CUDA_CHECK(cudaMemcpy2DAsync(raw.data(), rows.width * elem, src, size_t{rows.stride} * elem,
                                           rows.width * elem, count, cudaMemcpyDeviceToHost, device_->stream()));
+      device_->count_d2h(raw.size());
       TANDEM_TRY(device_->synchronize());
     }
     out.rows = count;
@@ -197,6 +203,15 @@ Result<CudaAttention> parse_cuda_attention(std::string_view text) {
     names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(a));
   }
   return Error::make(ErrorKind::kInvalidArgument, "attention kernel '{}' is none of {}", text, names);
+}
+
+Result<CudaTransfers> cuda_transfers(const ir::Backend& backend) {
+  const auto* b = dynamic_cast<const CudaBackend*>(&backend);
+  if (b == nullptr) {
+    return Error::make(ErrorKind::kInvalidArgument, "device-to-host counts are kept by the CUDA backend, not '{}'",
+                       backend.caps().name);
+  }
+  return b->transfers();
 }
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options) {

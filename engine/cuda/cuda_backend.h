@@ -52,4 +52,14 @@ struct CudaOptions {
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);
 
+// Device-to-host traffic of a CUDA backend: every cudaMemcpy to the host it makes (a plan's host outputs,
+// bucket rows each, on every run and the warm-up at lowering; fetch(); the GEMM probes at lowering).
+struct CudaTransfers {
+  uint64_t d2h_bytes = 0;           // since the backend was made
+  uint64_t d2h_copies = 0;
+  uint64_t last_run_d2h_bytes = 0;  // the host outputs of its latest plan run
+};
+// The counts of a backend made by make_cuda_backend; an error for any other backend.
+Result<CudaTransfers> cuda_transfers(const ir::Backend& backend);
+
 }  // namespace tandem::cuda

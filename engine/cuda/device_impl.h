@@ -26,6 +26,12 @@ struct DeviceInfo {
   std::string describe() const;                          // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)"
 };
 
+// Copies from the device to the host (cuda_backend.h's CudaTransfers).
+struct D2hCount {
+  uint64_t bytes = 0;
+  uint64_t copies = 0;
+};
+
 inline constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 class Device {
@@ -43,6 +49,16 @@ class Device {
   void* workspace() const { return workspace_.data(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }
   Status synchronize() const;
+  // Every device-to-host copy made on this device's stream is counted here as it runs (one thread drives
+  // a backend, so the counters need no lock).
+  void count_d2h(uint64_t bytes, uint64_t copies = 1) const {
+    d2h_.bytes += bytes;
+    d2h_.copies += copies;
+  }
+  const D2hCount& d2h() const { return d2h_; }
+  // The plan run that last counted its host outputs, and how much that was.
+  void set_last_run_d2h(uint64_t bytes) const { last_run_d2h_ = bytes; }
+  uint64_t last_run_d2h() const { return last_run_d2h_; }
 
  private:
   Device() = default;
@@ -50,6 +66,8 @@ class Device {
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   DeviceBuffer workspace_;
+  mutable D2hCount d2h_;
+  mutable uint64_t last_run_d2h_ = 0;
 };
 
 }  // namespace tandem::cuda

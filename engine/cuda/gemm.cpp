@@ -188,6 +188,7 @@ Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAl
   std::vector<unsigned char> r1(c_host.size()), r2(c_host.size());
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(r1.data(), out1.data(), r1.size(), cudaMemcpyDeviceToHost, s));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(r2.data(), out2.data(), r2.size(), cudaMemcpyDeviceToHost, s));
+  device_.count_d2h(r1.size() + r2.size(), 2);
   TANDEM_TRY(device_.synchronize());
   choices_.set_same_bits(key, r1 == r2);
   return r1 == r2;

@@ -546,6 +546,7 @@ Status Lowering::validate_launches() {
   // checks each launch's configuration and names the step that the driver rejects. The top tier's
   // GEMMs stand for the others (they differ in rows only).
   TANDEM_TRY(plan_.enqueue(true, plan_.tiers_.size() - 1));
+  plan_.count_host_outputs();
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(device_.stream()));
   return {};
 }

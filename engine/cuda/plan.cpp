@@ -129,6 +129,17 @@ Status CudaPlan::enqueue(bool sync_each, size_t tier) const {
   return {};
 }
 
+void CudaPlan::count_host_outputs() const {
+  uint64_t bytes = 0, copies = 0;
+  for (const OutputCopy& o : outputs_) {
+    if (o.placement == ir::Placement::kDevice) continue;
+    bytes += uint64_t{bucket_.rows(o.rows)} * o.width * sizeof(uint32_t);
+    ++copies;
+  }
+  device_->count_d2h(bytes, copies);
+  device_->set_last_run_d2h(bytes);
+}
+
 Status CudaPlan::capture() {
   const cudaStream_t s = device_->stream();
   for (size_t tier = 0; tier < tiers_.size(); ++tier) {
@@ -174,6 +185,7 @@ Status CudaPlan::run(const ir::Batch& batch, const CudaState* state, ir::Outputs
   } else {
     TANDEM_TRY(enqueue(options_.sync_steps, tier));
   }
+  count_host_outputs();
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(device_->stream()));
   const ir::Bucket real{batch.tokens(), batch.seqs(), batch.num_picks()};  // the batch's counts by row kind
   out.values.resize(outputs_.size());

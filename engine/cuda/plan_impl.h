@@ -68,6 +68,8 @@ class CudaPlan final : public ir::Plan {
   Status check_batch(const ir::Batch& batch, const CudaState* state) const;
   Status check_features(const ir::Batch& batch) const;
   Status enqueue(bool sync_each, size_t tier) const;
+  // Counts the host outputs' copies (bucket rows each) that one enqueue or graph replay makes.
+  void count_host_outputs() const;
   Status capture();
   Status run_step(const Step& step, size_t tier, cudaStream_t stream) const;
   Status enqueue_timed(size_t tier, const std::vector<cudaEvent_t>& events, bool external) const;

@@ -79,6 +79,7 @@ Result<std::vector<AttentionStudy>> study_attention(const Device& device, const 
     std::vector<uint16_t> got(n);
     if (n > 0) {
       TANDEM_CUDA_CHECK(cudaMemcpyAsync(got.data(), o.data(), n * 2, cudaMemcpyDeviceToHost, device.stream()));
+      device.count_d2h(n * 2);
     }
     TANDEM_TRY(device.synchronize());
     if (kernel == CudaAttention::kSimt) reference = got;

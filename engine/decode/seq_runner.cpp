@@ -141,8 +141,10 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
       picks += picks_in(seqs[i], done[i], done[i] + n);
     }
     if (chunks.empty()) break;
-    TANDEM_TRY(run_chunks(seqs, chunks, starts, caches, out, sink));
     for (const Chunk& c : chunks) done[c.seq] += c.rows;
+    bool last = true;
+    for (size_t i = 0; i < seqs.size(); ++i) last = last && done[i] == rows_of(seqs[i]);
+    TANDEM_TRY(run_chunks(seqs, chunks, starts, caches, out, sink, last));
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (seqs[i].commit) caches.lengths_[seqs[i].slot] = starts[i] + done[i];
@@ -152,7 +154,7 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
 
 Status SeqRunner::run_chunks(std::span<const SeqRows> seqs, const std::vector<Chunk>& chunks,
                              const std::vector<uint32_t>& starts, CacheSlots& caches, std::vector<SeqOutputs>& out,
-                             const ChunkSink& sink) {
+                             const ChunkSink& sink, bool last) {
   const ir::Graph& g = exec_.graph();
   const uint32_t fw = g.feature_width;
   batch_.clear();
@@ -214,7 +216,7 @@ Status SeqRunner::run_chunks(std::span<const SeqRows> seqs, const std::vector<Ch
       d.data = static_cast<const unsigned char*>(all.data) + size_t{lo} * all.stride * ir::storage_bytes(all.storage);
       d.rows = hi - lo;
     }
-    TANDEM_TRY(sink(DeviceChunk{chunks[b].seq, chunks[b].begin, chunks[b].rows, device_rows_}));
+    TANDEM_TRY(sink(DeviceChunk{chunks[b].seq, chunks[b].begin, chunks[b].rows, device_rows_, last}));
   }
   return {};
 }

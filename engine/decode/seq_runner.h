@@ -42,6 +42,9 @@ struct DeviceChunk {
   uint32_t first = 0;
   uint32_t count = 0;
   std::span<const ir::DeviceRows> outputs;
+  // No later run of the same call follows: the rows stay valid after run() returns, until the plan
+  // runs again (earlier chunks are overwritten by the call's later runs).
+  bool last = false;
 };
 using ChunkSink = std::function<Status(const DeviceChunk&)>;
 
@@ -71,7 +74,7 @@ class SeqRunner {
   bool fits(uint32_t tokens, uint32_t seqs, uint32_t picks) const;
   Status run_chunks(std::span<const SeqRows> seqs, const std::vector<Chunk>& chunks,
                     const std::vector<uint32_t>& starts, CacheSlots& caches, std::vector<SeqOutputs>& out,
-                    const ChunkSink& sink);
+                    const ChunkSink& sink, bool last);
 
   ir::Executor exec_;
   const ir::BucketTable& table_;

@@ -6,6 +6,11 @@
 
 namespace tandem::spec {
 
+TapRoute tap_route(const models::qwen3::Target& target, const models::dflash::Drafter* drafter) {
+  if (drafter == nullptr || &drafter->backend() != &target.backend()) return TapRoute::kHost;
+  return target.backend().caps().name == "cpu" ? TapRoute::kHost : TapRoute::kDevice;
+}
+
 Status generate(models::qwen3::Target& target, models::dflash::Drafter* drafter, std::span<Request> requests,
                 const GenerateOptions& options) {
   std::vector<Request*> active;
@@ -14,7 +19,8 @@ Status generate(models::qwen3::Target& target, models::dflash::Drafter* drafter,
     active.erase(std::remove_if(active.begin(), active.end(), [](const Request* r) { return !r->active(); }),
                  active.end());
   };
-  TANDEM_TRY(prefill(target, active));
+  const TapRoute route = tap_route(target, drafter);
+  TANDEM_TRY(prefill(target, active, route));
   drop_finished();
   const uint32_t block = drafter ? (options.block ? options.block : drafter->block_size()) : 1;
   std::vector<Draft> drafts;
@@ -25,7 +31,7 @@ Status generate(models::qwen3::Target& target, models::dflash::Drafter* drafter,
     } else {
       drafts.assign(active.size(), Draft{});
     }
-    TANDEM_TRY(verify(target, active, drafts, options.mode, options.trace));
+    TANDEM_TRY(verify(target, active, drafts, options.mode, options.trace, route));
     drop_finished();
   }
   return {};

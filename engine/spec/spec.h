@@ -30,6 +30,16 @@ using ir::SamplingParams;
 //   distribution, but not token-identical to plain sampling.
 enum class VerifyMode : uint8_t { kMatch, kReject };
 
+// Where the target's tap rows wait for the drafter between a target run and the next settle.
+// kHost: fetched to the host (a drafter on the CPU backend or on another backend than the target's).
+// kDevice: left where the target's run wrote them and read there by the settle (both on one CUDA
+//   backend): valid until the target runs again, so the settle must come before the next target run, as
+//   in generate(). Rows a later run of the same call would overwrite (a long prompt's early chunks) are
+//   fetched to the host first.
+enum class TapRoute : uint8_t { kHost, kDevice };
+// kDevice when the drafter runs on the target's backend and that is not the CPU reference; else kHost.
+TapRoute tap_route(const models::qwen3::Target& target, const models::dflash::Drafter* drafter);
+
 // A draft token's proposal distribution (kReject).
 using Proposal = ir::Distribution;
 
@@ -50,8 +60,8 @@ struct RoundTrace {
 };
 
 // One request's round state. Invariant while active: tokens.size() == start + 1; the target's KV cache
-// holds positions [0, start), the drafter's context [0, settled), and `taps` the tap rows of
-// [settled, start); the last token (the bonus) is known but not yet run through either model.
+// holds positions [0, start), the drafter's context [0, settled), and `taps` then `device_taps` the tap
+// rows of [settled, start); the last token (the bonus) is known but not yet run through either model.
 struct Request {
   uint32_t slot = 0;
   RequestParams params;
@@ -60,6 +70,7 @@ struct Request {
   uint32_t start = 0;
   uint32_t settled = 0;
   std::vector<float> taps;
+  ir::DeviceRows device_taps;  // TapRoute::kDevice: the pending rows after `taps`, in the target's last run
   Finish finish = Finish::kNone;
   // Statistics: rounds, drafts proposed and accepted, and per round the committed length (accepted + 1).
   uint32_t rounds = 0;
@@ -86,9 +97,10 @@ struct Draft {
 
 // Runs each prompt through the target from position 0 (the slot is reset), samples the first token and
 // keeps the prompt's tap rows for the drafter.
-Status prefill(models::qwen3::Target& target, std::span<Request* const> requests);
-// Appends each request's pending tap rows to its drafter context (the context is cut back to `settled`
-// first, dropping the previous block's transient rows).
+Status prefill(models::qwen3::Target& target, std::span<Request* const> requests,
+               TapRoute route = TapRoute::kHost);
+// Appends each request's pending tap rows (host ones, then device ones) to its drafter context (the
+// context is cut back to `settled` first, dropping the previous block's transient rows).
 Status settle(models::dflash::Drafter& drafter, std::span<Request* const> requests);
 // Drafts a block of `block` rows per request (its settled context must reach `start`).
 Status draft(models::dflash::Drafter& drafter, std::span<Request* const> requests, uint32_t block, VerifyMode mode,
@@ -96,7 +108,7 @@ Status draft(models::dflash::Drafter& drafter, std::span<Request* const> request
 // Verifies each request's drafts (none: one plain decoding step) in one target forward, commits the
 // accepted drafts and the bonus token, crops the KV cache, stops on max tokens or stop ids.
 Status verify(models::qwen3::Target& target, std::span<Request* const> requests, std::span<const Draft> drafts,
-              VerifyMode mode, bool trace);
+              VerifyMode mode, bool trace, TapRoute route = TapRoute::kHost);
 
 struct GenerateOptions {
   uint32_t block = 0;  // 0: the drafter's block size

@@ -6,9 +6,34 @@
 #include <algorithm>
 
 namespace tandem::spec {
+namespace {
+
+// Appends the first `kept` verify rows' taps to the request's pending ones: host rows first, then device
+// rows (a view of the kept ones). settle() ran before this round, so nothing else is pending on the device.
+Status keep_taps(Request& r, const models::qwen3::TargetOut& out, uint32_t kept, size_t width) {
+  if (width == 0) return {};
+  if (r.device_taps.rows != 0) {
+    return Error::make(ErrorKind::kInternal, "slot {}: {} tap rows from an earlier target run were never settled",
+                       r.slot, r.device_taps.rows);
+  }
+  const uint32_t host = std::min(kept, out.taps.rows);
+  const std::vector<float>& taps = out.taps.data;
+  r.taps.insert(r.taps.end(), taps.begin(), taps.begin() + static_cast<ptrdiff_t>(host * width));
+  const uint32_t device = kept - host;
+  if (device == 0) return {};
+  if (out.device_taps.rows < device) {
+    return Error::make(ErrorKind::kInternal, "slot {}: {} tap rows kept but the run left {} on the host and {} on "
+                       "the device", r.slot, kept, out.taps.rows, out.device_taps.rows);
+  }
+  r.device_taps = out.device_taps;
+  r.device_taps.rows = device;
+  return {};
+}
+
+}  // namespace
 
 Status verify(models::qwen3::Target& target, std::span<Request* const> requests, std::span<const Draft> drafts,
-              VerifyMode mode, bool trace) {
+              VerifyMode mode, bool trace, TapRoute route) {
   if (drafts.size() != requests.size()) {
     return Error::make(ErrorKind::kInvalidArgument, "{} drafts for {} requests", drafts.size(), requests.size());
   }
@@ -33,9 +58,14 @@ Status verify(models::qwen3::Target& target, std::span<Request* const> requests,
     return Error(ErrorKind::kInvalidArgument,
                  "rejection sampling needs the target's logits on the host (TargetOptions::host_logits)");
   }
-  // The verify rows' taps go to the host for the drafter (rows past the accepted ones are dropped).
+  // The verify rows' taps wait for the drafter on the host or the device (TapRoute); rows past the
+  // accepted ones are dropped.
   std::vector<models::qwen3::TargetOut> out;
-  TANDEM_TRY(target.forward_fetching_taps(rows, out));
+  if (route == TapRoute::kDevice) {
+    TANDEM_TRY(target.forward_keeping_taps(rows, out));
+  } else {
+    TANDEM_TRY(target.forward_fetching_taps(rows, out));
+  }
   for (size_t i = 0; i < requests.size(); ++i) {
     Request& r = *requests[i];
     const Draft& d = drafts[i];
@@ -48,9 +78,7 @@ Status verify(models::qwen3::Target& target, std::span<Request* const> requests,
     if (trace) r.trace.push_back({r.start, d.tokens, v.accepted});
     // Rows 0..accepted (the anchor and the accepted drafts) are committed in the KV cache; the rest go.
     const uint32_t kept = v.accepted + 1;
-    const size_t width = target.tap_width();
-    const std::vector<float>& taps = out[i].taps.data;
-    r.taps.insert(r.taps.end(), taps.begin(), taps.begin() + static_cast<ptrdiff_t>(kept * width));
+    TANDEM_TRY(keep_taps(r, out[i], kept, target.tap_width()));
     r.start += kept;
     TANDEM_TRY(target.cache().crop(r.slot, r.start));
     for (uint32_t token : v.committed) {

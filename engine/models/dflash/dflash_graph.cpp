@@ -113,13 +113,18 @@ ir::Graph block_graph(const DrafterSetup& setup, const std::vector<LayerShape>& 
   const ir::Val logits = g.add_val(ir::Rows::kPicks, vocab, "logits");
   g.add_op(ir::Gemm{normed, g.add_weight({qwen3::head_name(setup.target, kTargetPrefix)}, {vocab, h}), std::nullopt,
                     ir::Epilogue::kNone, logits});
-  g.add_output("logits", logits);
+  // The logits stay on the device (fetched only when a host step needs them); each row's greedy pick
+  // over the draft vocabulary comes back instead.
+  g.add_output("logits", logits, ir::Placement::kDevice);  // kBlockLogitsOutput
   if (cfg.version == 2) {
     const ir::Val sel = g.add_val(ir::Rows::kPicks, cfg.selector_rank, "selector");
     g.add_op(ir::Gemm{normed, g.add_weight({setup.hidden_projection}, {cfg.selector_rank, h}), std::nullopt,
                       ir::Epilogue::kNone, sel});
-    g.add_output("selector", sel);
+    g.add_output("selector", sel);  // kBlockSelectorOutput
   }
+  const ir::Val ids = g.add_val(ir::Rows::kPicks, 1, "ids", ir::Elem::kU32);
+  g.add_op(ir::Sample{logits, setup.draft_vocab, ids});
+  g.add_output("ids", ids);  // block_ids_output(version)
   return g;
 }
 

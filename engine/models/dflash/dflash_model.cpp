@@ -1,8 +1,6 @@
 // Drafter: loading (own tensors plus the target's embedding and head), settle and block runs, codebooks.
 #include "engine/models/dflash/dflash_model.h"
 
-#include <algorithm>
-
 #include "engine/io/safetensors.h"
 #include "engine/ir/executor.h"
 #include "engine/models/qwen3/weight_check.h"
@@ -36,7 +34,8 @@ Status check_codebook(const TensorView& t, const DrafterSetup& setup, std::strin
 
 Drafter::Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,
                  decode::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options)
-    : setup_(std::move(setup)),
+    : backend_(backend),
+      setup_(std::move(setup)),
       graphs_(std::move(graphs)),
       weights_(std::move(weights)),
       context_(std::move(context)),
@@ -113,7 +112,8 @@ Status Drafter::settle(std::span<const SettleRows> rows) {
   return settle_runner_.run(seqs, context_, outputs_);
 }
 
-Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out) {
+Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out,
+                      bool fetch_logits) {
   TANDEM_TRY(check_block_size(block, setup_.max_block, "block size"));
   ids_.resize(rows.size());
   picks_.resize(block - 1);
@@ -130,22 +130,21 @@ Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vect
     // overwrites them (dflash.md §1.7).
     seqs[i] = decode::SeqRows{rows[i].slot, ids_[i], {}, {}, picks_, false, {}};
   }
-  TANDEM_TRY(block_runner_.run(seqs, context_, outputs_));
-  out.resize(rows.size());
-  const uint32_t vocab = setup_.target.vocab_size;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    ir::Tensor2& logits = outputs_[i][0];
-    if (setup_.draft_vocab < vocab) {
-      // The head's first W rows are the draft vocabulary: keep those columns.
-      for (uint32_t r = 0; r < logits.rows; ++r) {
-        std::copy_n(logits.data.begin() + ptrdiff_t{r} * vocab, setup_.draft_vocab,
-                    logits.data.begin() + ptrdiff_t{r} * setup_.draft_vocab);
-      }
-      logits.data.resize(size_t{logits.rows} * setup_.draft_vocab);
+  out.assign(rows.size(), BlockOut{});
+  // A block runs whole in one batch, so each sequence's logits rows arrive in one chunk; only the draft
+  // vocabulary's columns are copied (the head's first W rows).
+  decode::ChunkSink sink;
+  if (fetch_logits) {
+    sink = [&](const decode::DeviceChunk& c) -> Status {
+      ir::DeviceRows logits = c.outputs[kBlockLogitsOutput];
       logits.width = setup_.draft_vocab;
-    }
-    out[i].logits = std::move(logits);
-    out[i].selector = version() == 2 ? std::move(outputs_[i][1]) : ir::Tensor2{};
+      return backend_.fetch(logits, 0, logits.rows, out[c.seq].logits);
+    };
+  }
+  TANDEM_TRY(block_runner_.run(seqs, context_, outputs_, sink));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out[i].ids = std::move(outputs_[i][block_ids_output(version())].ids);
+    if (version() == 2) out[i].selector = std::move(outputs_[i][kBlockSelectorOutput]);
   }
   return {};
 }

@@ -90,9 +90,13 @@ struct BlockRows {
   uint32_t anchor = 0;
 };
 struct BlockOut {
-  ir::Tensor2 logits;    // rows 1..B−1 × draft vocab
-  ir::Tensor2 selector;  // rows 1..B−1 × selector rank (v2), S·h of the final-normed rows
+  ir::Tensor2 logits;         // rows 1..B−1 × draft vocab, when draft() fetches them; else empty
+  ir::Tensor2 selector;       // rows 1..B−1 × selector rank (v2), S·h of the final-normed rows
+  std::vector<uint32_t> ids;  // rows 1..B−1: each row's argmax over the draft vocabulary, picked on the device
 };
+// The block graph's outputs, in order: logits (device), selector (v2 only, host), ids (host).
+inline constexpr size_t kBlockLogitsOutput = 0, kBlockSelectorOutput = 1;
+constexpr size_t block_ids_output(uint32_t version) { return version == 2 ? 2 : 1; }
 
 // DFlash 2 selector codebooks, rows read from the checkpoint on the host (dflash.md §3.3).
 class Codebooks {
@@ -131,12 +135,14 @@ class Drafter {
   uint32_t tap_width() const { return setup_.tap_width(); }
   const std::vector<uint32_t>& target_layer_ids() const { return setup_.cfg.target_layer_ids; }
   const Codebooks* codebooks() const { return codebooks_ ? &*codebooks_ : nullptr; }
+  ir::Backend& backend() const { return backend_; }
 
   // Appends the requests' committed rows to their context caches.
   Status settle(std::span<const SettleRows> rows);
   // One block per request (`block` rows, 2 <= block <= setup().max_block and the capacity left); the
-  // context is left as it was.
-  Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out);
+  // context is left as it was. The logits rows are copied to the host only with fetch_logits (a host
+  // step that needs them: the v2 selector walk, proposals for rejection sampling, tests).
+  Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out, bool fetch_logits = true);
   decode::CacheSlots& context() { return context_; }
   const decode::CacheSlots& context() const { return context_; }
 
@@ -144,6 +150,7 @@ class Drafter {
   Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,
           decode::CacheSlots context, std::shared_ptr<const WeightSource> own, DrafterOptions options);
 
+  ir::Backend& backend_;
   DrafterSetup setup_;
   DrafterGraphs graphs_;
   std::unique_ptr<ir::Weights> weights_;

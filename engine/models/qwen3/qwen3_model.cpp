@@ -42,6 +42,14 @@ Result<std::unique_ptr<Target>> Target::create(ir::Backend& backend, const Weigh
 }
 
 Status Target::forward(std::span<const TargetRows> rows, std::vector<TargetOut>& out, const TapSink& taps) {
+  decode::ChunkSink sink;
+  if (taps && tap_width_ > 0) {
+    sink = [&](const decode::DeviceChunk& c) { return taps(c.seq, c.first, c.outputs[kTapsOutput]); };
+  }
+  return run(rows, out, sink);
+}
+
+Status Target::run(std::span<const TargetRows> rows, std::vector<TargetOut>& out, const decode::ChunkSink& sink) {
   picks_.resize(rows.size());
   std::vector<decode::SeqRows> seqs(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -59,16 +67,13 @@ Status Target::forward(std::span<const TargetRows> rows, std::vector<TargetOut>&
     }
     seqs[i] = decode::SeqRows{rows[i].slot, rows[i].ids, {}, {}, m, true, rows[i].sampling};
   }
-  decode::ChunkSink sink;
-  if (taps && tap_width_ > 0) {
-    sink = [&](const decode::DeviceChunk& c) { return taps(c.seq, c.first, c.outputs[kTapsOutput]); };
-  }
   TANDEM_TRY(runner_.run(seqs, cache_, outputs_, sink));
   out.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     out[i].ids = std::move(outputs_[i][kIdsOutput]);
     out[i].logits = options_.host_logits ? std::move(outputs_[i][kLogitsOutput]) : ir::Tensor2{};
     out[i].taps = ir::Tensor2{};
+    out[i].device_taps = {};
   }
   return {};
 }
@@ -85,6 +90,34 @@ Status Target::forward_fetching_taps(std::span<const TargetRows> rows, std::vect
   };
   TANDEM_TRY(forward(rows, out, keep));
   for (size_t i = 0; i < rows.size(); ++i) out[i].taps = std::move(taps[i]);
+  return {};
+}
+
+Status Target::forward_keeping_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out) {
+  std::vector<ir::Tensor2> taps(rows.size());
+  std::vector<ir::DeviceRows> kept(rows.size());
+  for (ir::Tensor2& t : taps) t.width = tap_width_;
+  ir::Tensor2 chunk;
+  decode::ChunkSink sink;
+  if (tap_width_ > 0) {
+    sink = [&](const decode::DeviceChunk& c) -> Status {
+      const ir::DeviceRows& device = c.outputs[kTapsOutput];
+      // A sequence appears once per run, so its last run holds one chunk: its final rows.
+      if (c.last) {
+        kept[c.seq] = device;
+        return {};
+      }
+      TANDEM_TRY(backend_.fetch(device, 0, device.rows, chunk));
+      taps[c.seq].rows += chunk.rows;
+      taps[c.seq].data.insert(taps[c.seq].data.end(), chunk.data.begin(), chunk.data.end());
+      return {};
+    };
+  }
+  TANDEM_TRY(run(rows, out, sink));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out[i].taps = std::move(taps[i]);
+    out[i].device_taps = kept[i];
+  }
   return {};
 }
 

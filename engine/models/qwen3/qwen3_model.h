@@ -56,7 +56,11 @@ struct TargetRows {
 struct TargetOut {
   ir::Tensor2 ids;     // the chosen rows × 1: ir::sample_token of each row, for the position after it
   ir::Tensor2 logits;  // the chosen rows × vocab with host_logits; else empty
-  ir::Tensor2 taps;    // every row × tap width, from forward_fetching_taps only; else empty
+  ir::Tensor2 taps;    // rows × tap width on the host: every row (forward_fetching_taps), or the rows
+                       // before device_taps (forward_keeping_taps); else empty
+  // forward_keeping_taps: the sequence's rows after `taps`, where the call's last run left them (valid
+  // until the target runs again); empty otherwise.
+  ir::DeviceRows device_taps;
 };
 
 // A sequence's tap rows of one run, [first, first + count) of its rows (device rows, valid during the
@@ -87,13 +91,18 @@ class Target {
   // forward() with every tap row copied to the host into out[i].taps (explicitly: the host loop of a
   // CPU drafter, tests and tools; a device drafter takes the rows through a TapSink instead).
   Status forward_fetching_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
-  ir::Backend& backend() { return backend_; }
+  // forward() keeping every tap row for a drafter on this backend: the rows of the call's last run stay
+  // on the device (out[i].device_taps); a long prompt's earlier chunks, which later runs overwrite, are
+  // fetched to the host first (out[i].taps, rows before the device ones).
+  Status forward_keeping_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
+  ir::Backend& backend() const { return backend_; }
   decode::CacheSlots& cache() { return cache_; }
   const decode::CacheSlots& cache() const { return cache_; }
 
  private:
   Target(ir::Backend& backend, io::Qwen3Config cfg, TargetOptions options, ir::Graph graph,
          std::unique_ptr<ir::Weights> weights, decode::CacheSlots cache);
+  Status run(std::span<const TargetRows> rows, std::vector<TargetOut>& out, const decode::ChunkSink& sink);
 
   ir::Backend& backend_;
   io::Qwen3Config cfg_;

@@ -2,7 +2,7 @@
 // factory, the target and drafter plans): with the shipped LM and its v1 and v2 drafters, on held-out
 // prompts (each drafter's eval.json), speculative output at blocks 2, 4 and 8 equals plain greedy decoding
 // on the CUDA backend token for token (FP32, and BF16 on a GPU), and some drafts are accepted (so the
-// comparison means something).
+// comparison means something); --trace reports the device-to-host bytes.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -106,6 +106,7 @@ TEST_P(GenerateCommand, SpeculativeOnCudaEqualsPlainGreedyOnCuda) {
     ASSERT_EQ(plain.exit_code, 0);
     EXPECT_EQ(plain.out.at("mode"), "plain");
     EXPECT_EQ(plain.out.at("backend"), "cuda");
+    EXPECT_FALSE(plain.out.contains("d2h_bytes")) << "reported without --trace";
     const auto want = tokens_of(plain.out);
     ASSERT_EQ(want.size(), kPrompts);
     for (const auto& t : want) EXPECT_EQ(t.size(), kMaxTokens);
@@ -115,7 +116,7 @@ TEST_P(GenerateCommand, SpeculativeOnCudaEqualsPlainGreedyOnCuda) {
                                                     : std::vector<uint32_t>{2u, 4u, 8u};
     for (uint32_t block : blocks) {
       std::vector<std::string> spec = args;
-      spec.insert(spec.end(), {"--drafter", drafter, "--block", std::to_string(block)});
+      spec.insert(spec.end(), {"--drafter", drafter, "--block", std::to_string(block), "--trace"});
       const CommandRun r = generate(spec);
       ASSERT_EQ(r.exit_code, 0) << "block " << block;
       EXPECT_EQ(r.out.at("mode"), "speculative");
@@ -125,6 +126,9 @@ TEST_P(GenerateCommand, SpeculativeOnCudaEqualsPlainGreedyOnCuda) {
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "block " << block << ", prompt " << i;
       accepted += r.out.at("accepted").get<uint64_t>();
+      // --trace reports the backend's device-to-host bytes (the ids of every run at least).
+      ASSERT_TRUE(r.out.contains("d2h_bytes")) << "block " << block;
+      EXPECT_GE(r.out.at("d2h_bytes").get<uint64_t>(), 4 * r.out.at("tokens_generated").get<uint64_t>());
     }
     EXPECT_GT(accepted, 0u) << "no draft was accepted: the comparison would be vacuous";
   }

@@ -1,0 +1,158 @@
+// The speculative round on one CUDA backend (issue 10): with the drafter on the target's backend the
+// accepted rows' taps go from the verify run's device output straight into the settle, so a greedy v1
+// round at batch 1 and 4 copies to the host exactly the token ids of its verify and block runs (4 bytes a
+// bucket pick row), counted by the backend's device-to-host counter; the same round through the host
+// (TapRoute::kHost) copies at least the kept tap rows, and both draft the same tokens (the drafts depend on
+// the settled context). Prompts longer than a bucket settle their early chunks from the host and the last
+// one from the device, again drafting what the host path drafts.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine/models/dflash/dflash_model.h"
+#include "engine/models/qwen3/qwen3_model.h"
+#include "engine/spec/spec.h"
+#include "tests/engine/cuda/gpu_test_util.h"
+#include "tests/engine/models/qwen3/tiny_models.h"
+
+namespace tandem::cuda::test {
+namespace {
+
+using spec::TapRoute;
+
+constexpr uint32_t kBlock = 4, kCapacity = 64, kRounds = 3;
+
+struct Models {
+  tandem::testing::TinyTarget target;
+  tandem::testing::TinyDrafter drafter;
+};
+
+// Large enough rows that one tap row (2 × 256 floats, 2 KiB) or one logits row (4,096 floats, 16 KiB)
+// outweighs every id a round copies.
+Models make_models() {
+  tandem::testing::TargetShape ts;
+  ts.vocab = 4096;
+  ts.hidden = 256;
+  ts.layers = 3;
+  ts.heads = 4;
+  ts.kv_heads = 2;
+  ts.head_dim = 64;
+  ts.ffn = 256;
+  Models m{tandem::testing::random_target(ts, 71), {}};
+  tandem::testing::DrafterShape ds;
+  ds.heads = 4;
+  ds.kv_heads = 2;
+  ds.head_dim = 64;
+  ds.ffn = 256;
+  ds.taps = {0, 2};
+  ds.mask = 1;
+  m.drafter = tandem::testing::random_drafter(m.target.cfg, ds, 72);
+  return m;
+}
+
+struct RoundRun {
+  uint64_t last_round_d2h = 0;               // bytes the last round copied to the host
+  std::vector<std::vector<uint32_t>> tokens;  // every request's tokens after the rounds
+  std::vector<std::vector<uint32_t>> drafts;  // every round's drafts, request by request
+};
+
+uint64_t d2h_bytes(const ir::Backend& b) {
+  auto t = cuda_transfers(b);
+  EXPECT_TRUE(t.ok()) << t.error().message();
+  return t.ok() ? t->d2h_bytes : 0;
+}
+
+// Prefill, then kRounds greedy rounds of settle, draft and verify; the last round's copies are measured
+// (the earlier ones lower every plan the round uses).
+RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t prompt_len = 5,
+                    const ir::BucketTable* buckets = nullptr) {
+  RoundRun run;
+  CudaOptions o;
+  o.precision = ir::Precision::kF32;
+  o.gemm_probe = false;  // no probe copies when a plan is lowered
+  auto backend = make_cuda_backend(o);
+  EXPECT_TRUE(backend.ok()) << backend.error().message();
+  if (!backend.ok()) return run;
+  ir::Backend& cuda = **backend;
+  models::qwen3::TargetOptions to{m.drafter.cfg.target_layer_ids, batch, kCapacity, buckets, false};
+  auto target = models::qwen3::Target::create(cuda, *m.target.weights, m.target.cfg, to, "tiny target");
+  EXPECT_TRUE(target.ok()) << target.error().message();
+  models::dflash::DrafterOptions dopt{batch, kCapacity, kBlock, std::nullopt, buckets};
+  auto drafter = models::dflash::Drafter::create(cuda, m.drafter.weights, m.drafter.cfg, *m.target.weights,
+                                                 m.target.cfg, dopt, "tiny drafter");
+  EXPECT_TRUE(drafter.ok()) << drafter.error().message();
+  if (!target.ok() || !drafter.ok()) return run;
+  EXPECT_EQ(spec::tap_route(**target, drafter->get()), TapRoute::kDevice);
+  std::vector<spec::Request> requests;
+  for (uint32_t i = 0; i < batch; ++i) {
+    std::vector<uint32_t> prompt(prompt_len + 3 * i);
+    for (size_t j = 0; j < prompt.size(); ++j) prompt[j] = static_cast<uint32_t>((37 * j + 11 * i + 5) % 4096);
+    auto r = spec::make_request({prompt, 24, {}, {}}, i, m.target.cfg.vocab_size);
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    if (!r.ok()) return run;
+    requests.push_back(std::move(r).value());
+  }
+  std::vector<spec::Request*> ptrs;
+  for (spec::Request& r : requests) ptrs.push_back(&r);
+  Status st = spec::prefill(**target, ptrs, route);
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  std::vector<spec::Draft> drafts;
+  for (uint32_t round = 0; round < kRounds && st.ok(); ++round) {
+    const uint64_t before = d2h_bytes(cuda);
+    st = spec::settle(**drafter, ptrs);
+    if (st.ok()) st = spec::draft(**drafter, ptrs, kBlock, spec::VerifyMode::kMatch, drafts);
+    if (st.ok()) st = spec::verify(**target, ptrs, drafts, spec::VerifyMode::kMatch, false, route);
+    EXPECT_TRUE(st.ok()) << "round " << round << ": " << st.error().message();
+    run.last_round_d2h = d2h_bytes(cuda) - before;
+    for (const spec::Draft& d : drafts) run.drafts.push_back(d.tokens);
+  }
+  for (const spec::Request& r : requests) {
+    EXPECT_TRUE(r.active()) << "a request finished early: the measured round would be a smaller one";
+    run.tokens.push_back(r.tokens);
+  }
+  return run;
+}
+
+TEST(CudaSpecRound, CopiesOnlyTokenIdsToTheHost) {
+  TANDEM_REQUIRE_GPU();
+  const Models m = make_models();
+  const ir::BucketTable& table = ir::BucketTable::defaults();
+  const uint64_t tap_row = uint64_t{m.drafter.cfg.target_layer_ids.size()} * m.target.cfg.hidden_size * 4;
+  for (uint32_t batch : {1u, 4u}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << batch);
+    // The verify run's ids (one per block row) and the block run's draft ids (B − 1 per request): 4 bytes
+    // per pick row of the bucket each runs in. Nothing else: no logits, no tap rows, no selector rows.
+    auto verify = table.smallest(models::qwen3::kTargetStage, batch * kBlock, batch, batch * kBlock);
+    auto block = table.smallest(models::dflash::kDrafterStage, batch * kBlock, batch, batch * (kBlock - 1));
+    ASSERT_TRUE(verify.ok() && block.ok());
+    const uint64_t ids_only = 4 * (uint64_t{verify->picks} + block->picks);
+    const RoundRun device = run_rounds(m, batch, TapRoute::kDevice);
+    EXPECT_EQ(device.last_round_d2h, ids_only);
+    // One kept tap row per request, or one draft row's logits, is already more than the whole round.
+    EXPECT_LT(ids_only, tap_row * batch);
+    EXPECT_LT(ids_only, uint64_t{m.target.cfg.vocab_size} * 4);
+    // Through the host the round copies at least the verify rows' taps (every row of the block).
+    const RoundRun host = run_rounds(m, batch, TapRoute::kHost);
+    EXPECT_GE(host.last_round_d2h, ids_only + tap_row * batch * kBlock);
+    EXPECT_EQ(device.tokens, host.tokens);
+    EXPECT_EQ(device.drafts, host.drafts);
+    EXPECT_EQ(device.drafts.size(), size_t{batch} * kRounds);
+  }
+}
+
+TEST(CudaSpecRound, ChunkedPromptsSettleAsThroughTheHost) {
+  TANDEM_REQUIRE_GPU();
+  const Models m = make_models();
+  // Buckets of 16 tokens: prompts of 21 and 24 tokens run in chunks over several target runs.
+  auto table = ir::BucketTable::parse("target 16 4 16\ndrafter 16 4 16\n", "test buckets");
+  ASSERT_TRUE(table.ok()) << table.error().message();
+  const RoundRun device = run_rounds(m, 2, TapRoute::kDevice, 21, &*table);
+  const RoundRun host = run_rounds(m, 2, TapRoute::kHost, 21, &*table);
+  ASSERT_EQ(device.drafts.size(), 2 * kRounds);
+  EXPECT_EQ(device.drafts, host.drafts);
+  EXPECT_EQ(device.tokens, host.tokens);
+}
+
+}  // namespace
+}  // namespace tandem::cuda::test
