@@ -59,8 +59,8 @@ config::Deployment deployment(int generators, uint32_t slots, int split = 0) {
       d.ranks.push_back(r);
     }
   }
-  d.models[config::Role::kTarget] = config::Model{"pylm", kTarget, ""};
-  d.models[config::Role::kDrafter] = config::Model{"pylm-dflash", kDrafter, ""};
+  d.models[config::Role::kTarget] = config::Model{"pylm", kTarget, "", ""};
+  d.models[config::Role::kDrafter] = config::Model{"pylm-dflash", kDrafter, "", ""};
   d.generation.slots = slots;
   d.generation.kv_capacity = 512;
   d.generation.block_size = 8;
