@@ -95,6 +95,8 @@ class RemoteDrafting final : public Drafting {
       asked.draft_pending = true;  // the reply comes also when no entry wants a draft
       asked.wants_drafts = std::any_of(ask.entries.begin(), ask.entries.end(),
                                        [](const DraftEntry& e) { return e.wants_draft; });
+      asked.wants_guesses = std::any_of(ask.entries.begin(), ask.entries.end(),
+                                        [](const DraftEntry& e) { return e.guess; });
       TANDEM_TRY(link.send(encode_ask(ask), comm::RowsOut::of_host(rows_, width_)));
     }
     done.send_us += us_since(t_send);
@@ -160,7 +162,7 @@ class RemoteDrafting final : public Drafting {
         asked.draft_pending = false;
         done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
       }
-      if (!overlap_) continue;
+      if (!asked.wants_guesses) continue;
       auto reply = await(link, round, true);
       if (!reply.ok() && reply.error().kind() != ErrorKind::kUnavailable) return std::move(reply).error();
       if (!reply.ok()) {
@@ -227,6 +229,7 @@ class RemoteDrafting final : public Drafting {
     uint64_t round = 0;
     std::vector<uint32_t> slots;  // the ask's entries
     bool wants_drafts = false;    // some entry has no guess to verify
+    bool wants_guesses = false;   // some entry asks for guesses (the drafter sends none otherwise)
     bool draft_pending = false;   // the draft reply is not read yet
   };
 
