@@ -10,6 +10,7 @@
 
 #include "engine/spec/sampling_impl.h"
 #include "tests/engine/spec/harness.h"
+#include "tests/engine/spec/chi_square.h"
 
 namespace tandem::spec {
 namespace {
@@ -17,35 +18,9 @@ namespace {
 constexpr uint32_t kVocab = 8, kSeeds = 12000, kGroup = 1000, kBlock = 4;
 const std::vector<uint32_t> kPrompt = {3, 1, 4};
 
-// The 0.0001 upper quantile of chi-square with `df` degrees of freedom (Wilson-Hilferty): with 26
-// tables tested, a correct sampler fails one by chance with probability about 0.003.
-double chi_critical(size_t df) {
-  const double d = static_cast<double>(df), z = 3.7190;
-  return d * std::pow(1.0 - 2.0 / (9.0 * d) + z * std::sqrt(2.0 / (9.0 * d)), 3.0);
-}
-
-// Pearson's statistic over cells; cells expecting fewer than 5 are pooled into one.
-std::pair<double, size_t> chi_square(const std::map<std::vector<uint32_t>, double>& expected_p,
-                                     const std::map<std::vector<uint32_t>, double>& observed, double n) {
-  double chi = 0.0, pool_e = 0.0, pool_o = 0.0;
-  size_t cells = 0;
-  for (const auto& [key, p] : expected_p) {
-    const double e = n * p;
-    const double o = observed.count(key) ? observed.at(key) : 0.0;
-    if (e < 5.0) {
-      pool_e += e;
-      pool_o += o;
-      continue;
-    }
-    chi += (o - e) * (o - e) / e;
-    ++cells;
-  }
-  if (pool_e > 0.0) {
-    chi += (pool_o - pool_e) * (pool_o - pool_e) / std::max(pool_e, 1e-9);
-    ++cells;
-  }
-  return {chi, cells - 1};
-}
+// With 26 tables tested, a correct sampler fails one by chance with probability about 0.003.
+using tandem::testing::chi_critical;
+using tandem::testing::chi_square;
 
 class Sampled {
  public:
