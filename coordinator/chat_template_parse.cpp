@@ -307,6 +307,7 @@ class ExprParser {
         ++pos_;
         const Token* t = peek();
         if (t && t->kind == Tok::kInt) {  // x.0 is x[0]
+          if (t->text.size() > 18) return unsupported(l, "an integer literal this large");
           auto item = node(ExprKind::kItem, l);
           item->a = std::move(e);
           item->b = node(ExprKind::kLiteral, l);

@@ -83,6 +83,8 @@ TEST(ChatTemplate, UnsupportedConstructsAreRefusedAtParse) {
       {"{% raw %}{{ x }}{% endraw %}", "line 1: {% raw %} is not supported"},
       {"{% include 'other.jinja' %}", "line 1: {% include %} is not supported"},
       {"{{ 1 < 2 < 3 }}", "line 1: a chained comparison (a < b < c) is not supported"},
+      {"{{ 99999999999999999999 }}", "line 1: an integer literal this large is not supported"},
+      {"{{ messages.99999999999999999999 }}", "line 1: an integer literal this large is not supported"},
       {"{{ f(*args) }}", "line 1: the function f() is not supported"},
       {"{% if true %}never closed", "the template ends before {% elif %} or {% else %} or {% endif %}"},
       {"{{ 'open string }}", "line 1: a string literal is never closed"},
