@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -52,6 +53,15 @@ HttpResponse error_response(const ApiError& error) {
 
 namespace {
 
+// What lets a thread outside the I/O threads reach a connection. Such a thread holds the connection
+// (a Session) only while posting to its strand, under the gate's lock; the server closes the gate
+// when it stops, before its io_context goes, so no Session can be destroyed after the context that owns its
+// socket and timers (a thread that held the last reference would otherwise destroy it there).
+struct Gate {
+  std::mutex mutex;
+  bool open = true;  // under mutex
+};
+
 // What every connection shares; HttpServer::Impl is this plus the accept loop.
 struct ServerCore {
   ServerCore(const config::Listener& l, const config::Limits& lim, HttpHandler& h)
@@ -61,6 +71,7 @@ struct ServerCore {
   HttpHandler& handler;
   std::atomic<size_t> sessions{0};  // declared before the io_context: sessions it destroys count down here
   std::atomic<bool> draining{false};  // stop_accepting(): every answer from now on closes its connection
+  std::shared_ptr<Gate> gate = std::make_shared<Gate>();  // outlives the server: exchanges hold it
   net::io_context ioc;
 };
 
@@ -88,7 +99,8 @@ class Session;
 
 class ExchangeImpl final : public Exchange {
  public:
-  explicit ExchangeImpl(std::weak_ptr<Session> session) : session_(std::move(session)) {}
+  ExchangeImpl(std::weak_ptr<Session> session, std::shared_ptr<Gate> gate)
+      : session_(std::move(session)), gate_(std::move(gate)) {}
   using Exchange::reply;
   void reply(std::function<HttpResponse()> make) override;
   void on_abandon(std::function<void()> callback) override { abandon_ = std::move(callback); }
@@ -104,9 +116,14 @@ class ExchangeImpl final : public Exchange {
   }
 
  private:
+  // Posts `fn` to the connection's strand if the connection and the server are still there.
+  template <typename Fn>
+  void post(Fn&& fn);
+
   // Not the strand itself: an exchange may outlive the io_context (held by a job), and a strand
   // executor must not (its destructor touches the context's strand service).
   std::weak_ptr<Session> session_;
+  std::shared_ptr<Gate> gate_;
   std::atomic<bool> answered_{false};
   std::atomic<bool> timed_out_{false};
   std::function<void()> abandon_;
@@ -242,7 +259,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request.target = target_;
     request.content_type = std::string(req[http::field::content_type]);
     request.body = std::move(req.body());
-    exchange_ = std::make_shared<ExchangeImpl>(weak_from_this());
+    exchange_ = std::make_shared<ExchangeImpl>(weak_from_this(), server_.gate);
     waiting_ = true;
     request_timer_.expires_after(std::chrono::milliseconds(server_.limits.request_timeout_ms));
     request_timer_.async_wait([self = shared_from_this(), ex = exchange_](beast::error_code ec) {
@@ -461,11 +478,18 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<std::string> pending_chunks_;
 };
 
-void ExchangeImpl::reply(std::function<HttpResponse()> make) {
-  if (!claim()) return;
+template <typename Fn>
+void ExchangeImpl::post(Fn&& fn) {
+  std::lock_guard lock(gate_->mutex);
+  if (!gate_->open) return;  // the server has stopped
   auto session = session_.lock();
   if (!session) return;  // the connection is gone: nobody to answer
-  net::post(session->executor(), [weak = session_, make = std::move(make)] {
+  net::post(session->executor(), std::forward<Fn>(fn));
+}  // `session` is released here, under the lock: never the last owner after the server's end
+
+void ExchangeImpl::reply(std::function<HttpResponse()> make) {
+  if (!claim()) return;
+  post([weak = session_, make = std::move(make)] {
     auto s = weak.lock();
     if (!s) return;
     try {
@@ -478,27 +502,21 @@ void ExchangeImpl::reply(std::function<HttpResponse()> make) {
 }
 
 bool ExchangeImpl::start_stream(HttpResponse head) {
-  if (!claim()) return false;
-  auto session = session_.lock();
-  if (!session) return true;  // gone: the sends that follow go nowhere
-  net::post(session->executor(), [weak = session_, head = std::move(head)]() mutable {
+  if (!claim()) return false;  // when the connection is gone, the sends that follow go nowhere
+  post([weak = session_, head = std::move(head)]() mutable {
     if (auto s = weak.lock()) s->begin_stream(std::move(head));
   });
   return true;
 }
 
 void ExchangeImpl::send(std::string chunk) {
-  auto session = session_.lock();
-  if (!session) return;
-  net::post(session->executor(), [weak = session_, chunk = std::move(chunk)]() mutable {
+  post([weak = session_, chunk = std::move(chunk)]() mutable {
     if (auto s = weak.lock()) s->stream_chunk(std::move(chunk));
   });
 }
 
 void ExchangeImpl::end() {
-  auto session = session_.lock();
-  if (!session) return;
-  net::post(session->executor(), [weak = session_] {
+  post([weak = session_] {
     if (auto s = weak.lock()) s->stream_end();
   });
 }
@@ -589,6 +607,10 @@ void HttpServer::stop_accepting() {
 
 void HttpServer::stop() {
   if (impl_->stopped.exchange(true)) return;
+  {
+    std::lock_guard lock(impl_->gate->mutex);  // waits out a thread that is posting to a connection
+    impl_->gate->open = false;  // answers from now on go nowhere: every connection is about to close
+  }
   impl_->accepting.store(false);
   net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
     beast::error_code ignored;

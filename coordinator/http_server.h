@@ -40,7 +40,9 @@ HttpResponse internal_error(const std::string& what);  // 500, for what a handle
 class Exchange {
  public:
   virtual ~Exchange() = default;
-  // Answers once, from any thread; later calls do nothing. `make` runs on the connection's strand.
+  // Answers once, from any thread; later calls do nothing, and so does every call once the connection
+  // is closed or the server has stopped (an exchange may outlive both). `make` runs on the
+  // connection's strand.
   virtual void reply(std::function<HttpResponse()> make) = 0;
   void reply(HttpResponse response) {
     reply([r = std::move(response)] { return r; });

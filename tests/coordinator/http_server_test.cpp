@@ -2,8 +2,8 @@
 // answers from other threads, each limit with its status (413, 431, 408 for slow bodies and headers,
 // 503 past the connection limit, 504 past the request deadline), cancellation when the client leaves,
 // 100-continue and chunked bodies, streamed (chunked) answers and a client leaving one, a handler that
-// throws (500 at once), HEAD, an orderly stop that frees the port first; and the server keeps serving
-// after each.
+// throws (500 at once), HEAD, an orderly stop that frees the port first, answers racing the server's
+// destruction (run under ASan too: the sanitize label); and the server keeps serving after each.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -105,7 +105,9 @@ class HttpServerTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.error().message();
     server_ = std::move(s).value();
   }
-  void TearDown() override { server_->stop(); }
+  void TearDown() override {
+    if (server_) server_->stop();
+  }
   uint16_t port() const { return server_->port(); }
   // The server still answers a fresh connection.
   void expect_serving() {
@@ -416,6 +418,46 @@ TEST_F(HttpServerTest, ConnectionsPastTheLimitGet503) {
   EXPECT_NE(r->body.find("limits.max_connections = 8"), std::string::npos);
   held.clear();
   std::this_thread::sleep_for(100ms);
+  expect_serving();
+}
+
+// Answers from other threads racing the server's end: a thread inside send() holds its connection for
+// a moment, and the server may be stopped and destroyed meanwhile. No connection may outlive the
+// server's I/O context (its sockets and timers belong to it): the sends that lose the race go nowhere.
+TEST_F(HttpServerTest, SendsRacingTheServersEndGoNowhere) {
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::unique_ptr<HttpConnection>> clients;
+    for (int i = 0; i < 4; ++i) {
+      clients.push_back(std::make_unique<HttpConnection>(port()));
+      ASSERT_TRUE(clients.back()->send_raw(HttpConnection::request_text("GET", "/stream-forever", "")));
+    }
+    std::vector<std::shared_ptr<Exchange>> streams;
+    for (int i = 0; i < 200 && streams.size() < 4; ++i) {
+      std::this_thread::sleep_for(5ms);
+      std::lock_guard lock(handler_.mutex);
+      streams = handler_.parked;
+    }
+    ASSERT_EQ(streams.size(), 4u);
+    std::atomic<bool> done{false};
+    std::vector<std::thread> senders;
+    for (auto& s : streams) {
+      senders.emplace_back([s, &done] {
+        while (!done.load()) s->send("x");
+      });
+    }
+    std::this_thread::sleep_for(2ms);
+    server_.reset();  // stops and destroys the server while the senders send
+    done.store(true);
+    for (auto& t : senders) t.join();
+    for (auto& s : streams) s->send("after");  // the connection is gone: nothing happens
+    {
+      std::lock_guard lock(handler_.mutex);
+      handler_.parked.clear();
+    }
+    streams.clear();
+    clients.clear();
+    SetUp();
+  }
   expect_serving();
 }
 
