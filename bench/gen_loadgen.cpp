@@ -2,7 +2,9 @@
 // requests over C keep-alive connections, each a token-id prompt with its own temperature and seed, some
 // streamed, all with return_token_ids; every answer is checked against `tandem generate` output for the
 // same prompts, temperature and seed. Prints counts (ok, mismatched, lost, timed out, duplicated answer
-// ids, statuses), throughput and latency percentiles as JSON; exits non-zero unless every request is ok.
+// ids, statuses), throughput and latency percentiles as JSON, and for the streamed requests the time to
+// first token, time per output token and inter-token gaps as a client sees them (chunk arrival times);
+// exits non-zero unless every request is ok.
 #include <nlohmann/json.hpp>
 
 #include <CLI/CLI.hpp>
@@ -34,6 +36,7 @@ struct Options {
   uint32_t max_tokens = 8;
   size_t stream_every = 3;  // every k-th request is streamed; 0: none
   int timeout_ms = 120000;
+  bool speculative = true;  // false: every request asks "speculative": false (plain decoding)
 };
 
 // One distinct request: a prompt at a temperature and seed, and the token ids the API must answer.
@@ -46,6 +49,16 @@ struct Case {
 
 struct Outcome : Tally {
   size_t ok = 0, mismatched = 0, tokens = 0;
+  // Streamed requests, in ms: to the first chunk with a token; (last - first token) / (tokens - 1); each
+  // token's share of the gap since the chunk before it (a chunk of n tokens counts n gaps of 1/n).
+  std::vector<double> ttft_ms, tpot_ms, itl_ms;
+  size_t streamed_owing_tokens = 0;  // streamed requests whose expected answer has a token (timed ones)
+  void add_timing(const Outcome& x) {
+    ttft_ms.insert(ttft_ms.end(), x.ttft_ms.begin(), x.ttft_ms.end());
+    tpot_ms.insert(tpot_ms.end(), x.tpot_ms.begin(), x.tpot_ms.end());
+    streamed_owing_tokens += x.streamed_owing_tokens;
+    itl_ms.insert(itl_ms.end(), x.itl_ms.begin(), x.itl_ms.end());
+  }
 };
 
 // Answer ids seen across every connection: one seen twice is a duplicated answer.
@@ -100,6 +113,7 @@ void add_cases(const std::string& spec, const std::vector<std::vector<uint32_t>>
 std::string body_of(const Options& o, const Case& c, bool stream) {
   json body = {{"prompt", c.prompt}, {"max_tokens", o.max_tokens}, {"temperature", c.temperature},
                {"seed", c.seed},     {"return_token_ids", true},   {"stream", stream}};
+  if (!o.speculative) body["speculative"] = false;
   if (stream) body["stream_options"] = {{"include_usage", true}};
   return body.dump();
 }
@@ -148,6 +162,44 @@ Answer read_answer(const std::string& body, bool stream) {
   return a;
 }
 
+// The token ids in one chunk of a streamed answer (its complete `data:` events).
+size_t tokens_in(std::string_view chunk) {
+  size_t n = 0;
+  for (size_t at = 0; (at = chunk.find("data: {", at)) != std::string_view::npos;) {
+    const size_t end = chunk.find('\n', at);
+    const json event = json::parse(chunk.substr(at + 6, end == std::string_view::npos ? end : end - at - 6), nullptr,
+                                   false);
+    at = end;
+    if (event.is_discarded() || !event.contains("choices")) continue;
+    for (const json& c : event["choices"]) {
+      if (c.contains("token_ids")) n += c["token_ids"].size();
+    }
+  }
+  return n;
+}
+
+// A streamed answer's client-side timing, from its chunks' arrival times.
+void time_stream(const HttpReply& reply, Clock::time_point sent, Outcome& out) {
+  using ms = std::chrono::duration<double, std::milli>;
+  std::optional<Clock::time_point> first, last;
+  size_t tokens = 0, begin = 0;
+  for (const auto& [at, end] : reply.chunks) {
+    const size_t n = tokens_in(std::string_view(reply.body).substr(begin, end - begin));
+    begin = end;
+    if (n == 0) continue;
+    if (!first) {
+      first = at;
+      out.ttft_ms.push_back(ms(at - sent).count());
+      if (n > 1) out.itl_ms.insert(out.itl_ms.end(), n - 1, 0.0);  // the rest of the first chunk came with it
+    } else {
+      out.itl_ms.insert(out.itl_ms.end(), n, ms(at - *last).count() / static_cast<double>(n));
+    }
+    last = at;
+    tokens += n;
+  }
+  if (first && tokens > 1) out.tpot_ms.push_back(ms(*last - *first).count() / static_cast<double>(tokens - 1));
+}
+
 std::string ids_text(const std::vector<uint32_t>& ids) {
   std::string s;
   for (uint32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
@@ -189,10 +241,14 @@ void connection_main(const Options& o, const Endpoint& at, const std::vector<Cas
     const Case& c = cases[i % cases.size()];
     const bool stream = o.stream_every > 0 && i % o.stream_every == 0;
     const std::string request = HttpConnection::request_text("POST", "/v1/completions", body_of(o, c, stream));
-    std::optional<HttpReply> reply =
-        exchange(conn, at, request, i, std::chrono::milliseconds(o.timeout_ms), Clock::now(), out);
+    const Clock::time_point sent = Clock::now();
+    std::optional<HttpReply> reply = exchange(conn, at, request, i, std::chrono::milliseconds(o.timeout_ms), sent, out);
     if (!reply) continue;
     if (reply->status == 200) {
+      if (stream) {
+        time_stream(*reply, sent, out);
+        out.streamed_owing_tokens += c.want.empty() ? 0 : 1;
+      }
       check(c, i, read_answer(reply->body, stream), seen, out);
     } else {
       out.note("request " + std::to_string(i) + ": status " + std::to_string(reply->status) + " " + reply->body);
@@ -229,6 +285,7 @@ int run(const Options& o) {
     all.ok += x.ok;
     all.mismatched += x.mismatched;
     all.tokens += x.tokens;
+    all.add_timing(x);
   }
   const json summary = {
       {"requests", o.requests},
@@ -245,7 +302,13 @@ int run(const Options& o) {
       {"seconds", seconds},
       {"requests_per_s", double(o.requests) / seconds},
       {"tokens_per_s", double(all.tokens) / seconds},
+      {"speculative", o.speculative},
       {"latency_ms", latency_summary(all.latency_ms)},
+      {"streamed_owing_tokens", all.streamed_owing_tokens},
+      {"streamed_with_tokens", all.ttft_ms.size()},
+      {"ttft_ms", latency_summary(all.ttft_ms)},
+      {"tpot_ms", latency_summary(all.tpot_ms)},
+      {"itl_ms", latency_summary(all.itl_ms)},
       {"errors", all.errors}};
   std::printf("%s\n", summary.dump(2).c_str());
   return all.ok == o.requests && all.duplicated == 0 ? 0 : 1;
@@ -270,6 +333,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--stream-every", o.stream_every, "every k-th request is streamed (0: none)");
   app.add_option("--timeout-ms", o.timeout_ms, "a request with no answer after this has timed out");
+  app.add_flag("!--no-speculation", o.speculative, "every request asks \"speculative\": false (plain decoding)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

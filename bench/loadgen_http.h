@@ -16,6 +16,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tandem::loadgen {
 
@@ -23,6 +25,8 @@ struct HttpReply {
   int status = 0;
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
+  // A chunked body: when each chunk was read and where it ends in `body` (a streamed answer's timing).
+  std::vector<std::pair<std::chrono::steady_clock::time_point, size_t>> chunks;
 };
 
 class HttpConnection {
@@ -103,7 +107,7 @@ class HttpConnection {
     if (reply.status == 100) return read_reply(timeout, head_request);  // an interim answer: the final one follows
     if (head_request) return reply;
     if (reply.headers["transfer-encoding"] == "chunked") {
-      if (!read_chunked(reply.body, deadline)) return std::nullopt;
+      if (!read_chunked(reply, deadline)) return std::nullopt;
       return reply;
     }
     const size_t length = reply.headers.count("content-length") ? std::stoul(reply.headers["content-length"]) : 0;
@@ -140,7 +144,8 @@ class HttpConnection {
 
  private:
   // A chunked body (chunk extensions and trailers skipped) up to its last chunk.
-  bool read_chunked(std::string& body, std::chrono::steady_clock::time_point deadline) {
+  bool read_chunked(HttpReply& reply, std::chrono::steady_clock::time_point deadline) {
+    std::string& body = reply.body;
     for (;;) {
       size_t line_end;
       while ((line_end = buffer_.find("\r\n")) == std::string::npos) {
@@ -167,6 +172,7 @@ class HttpConnection {
       }
       body.append(buffer_, 0, size);
       buffer_.erase(0, size + 2);
+      reply.chunks.emplace_back(std::chrono::steady_clock::now(), body.size());
     }
   }
   // Reads what is there before the deadline; false on timeout, EOF or error.

@@ -123,6 +123,15 @@ TEST(GenLoad, TenThousandCompletionsOver64ConnectionsAllAnsweredRight) {
   EXPECT_EQ(s.value("refused", -1), 0) << s.dump(2);
   EXPECT_EQ(s.value("duplicated", -1), 0) << s.dump(2);
   EXPECT_EQ(s.value("statuses", json()), (json{{"200", kRequests}})) << s.dump(2);
+  // Client-side timing of the streamed third: each one owing tokens was timed; a first token comes
+  // before its answer ends, and a token's gap is under the whole answer's time.
+  EXPECT_GT(s.value("streamed_owing_tokens", size_t{0}), kRequests / 4) << s.dump(2);
+  EXPECT_EQ(s.value("streamed_with_tokens", size_t{0}), s.value("streamed_owing_tokens", size_t{1})) << s.dump(2);
+  const double latency_max = s["latency_ms"].value("max", 0.0);
+  EXPECT_GT(s["ttft_ms"].value("p50", 0.0), 0.0) << s.dump(2);
+  EXPECT_LE(s["ttft_ms"].value("max", 1e9), latency_max) << s.dump(2);
+  EXPECT_GT(s["tpot_ms"].value("p50", 0.0), 0.0) << s.dump(2);
+  EXPECT_LE(s["itl_ms"].value("max", 1e9), latency_max) << s.dump(2);
 
   // Every slot came back on both generator ranks.
   HttpConnection conn(*port);

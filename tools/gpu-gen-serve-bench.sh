@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Served generation on one GPU (issue 11's one-H200 figures), in one call of under 10 minutes: builds
+# tandem and tandem-gen-loadgen while tools/make_large_qwen3_checkpoint.py writes a random Qwen3-8B-shaped
+# target and a z-lab Qwen3-8B-DFlash-b16-shaped drafter (BF16), computes the expected answers with
+# `tandem generate --backend cuda` (plain greedy decoding), starts a job of a coordinator and one
+# `generator` rank on GPU 0, and drives /v1/completions (every request streamed, every answer checked
+# token for token) at concurrency 1, 8 and 32, with speculation and without (`"speculative": false`).
+# Random weights accept nothing: the speculative rows say what a round costs when no draft is accepted,
+# not what a trained drafter gains. Prints a table last; logs and JSON go to $OUT (at most 8 files).
+#   OUT=/tmp/out ./tools/gpu-gen-serve-bench.sh   (CONCURRENCY="1 8 32", MAX_TOKENS=128, PROMPTS=32)
+# A CPU dry run of the same steps on the shipped models (checks the script, not the figures):
+#   OUT=/tmp/out SKIP_BUILD=1 BUILD=build TARGET_DIR=models/pylm DRAFTER_DIR=models/pylm-dflash2 VOCAB=6144 \
+#     PROMPT_LEN="8 32" BACKEND=cpu CONCURRENCY="1 2" MAX_TOKENS=8 PROMPTS=4 ./tools/gpu-gen-serve-bench.sh
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gen-serve-out}
+mkdir -p "$OUT"
+BUILD=${BUILD:-$ROOT/build-serve}
+WORK=${WORK:-/tmp/gen-serve}
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+export XDG_CACHE_HOME=$BUILD/cache
+CONCURRENCY=${CONCURRENCY:-1 8 32}
+MAX_TOKENS=${MAX_TOKENS:-128}
+PROMPTS=${PROMPTS:-32}
+VOCAB=${VOCAB:-151936}
+PROMPT_LEN=${PROMPT_LEN:-64 512}
+BACKEND=${BACKEND:-cuda}
+if [ "$BACKEND" = cuda ]; then
+  PRECISION=bf16 BACKEND_YAML="{name: cuda, precision: bf16}" GENERATOR="{role: generator, device: 0}"
+else
+  PRECISION=f32 BACKEND_YAML="{name: cpu, precision: f32, threads: 1}" GENERATOR="{role: generator}"
+fi
+START=$(date +%s)
+LOG=$OUT/gen-serve.log
+: > "$LOG"
+say() { echo "[$(( $(date +%s) - START )) s] $*" | tee -a "$LOG" >&2; }
+mkdir -p "$WORK"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$LOG" 2>&1
+
+TARGET=$(realpath -m "${TARGET_DIR:-$WORK/target}")
+DRAFTER=$(realpath -m "${DRAFTER_DIR:-$WORK/drafter}")
+if [ -z "${TARGET_DIR:-}" ]; then
+  python3 tools/make_large_qwen3_checkpoint.py --target "$TARGET" --drafter "$DRAFTER" \
+    > "$WORK/checkpoint.log" 2>&1 &
+  CKPT=$!
+fi
+say "configure + build"
+if [ -z "${SKIP_BUILD:-}" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_TESTS=OFF -DTANDEM_WERROR=OFF \
+    -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" > "$WORK/configure.log" 2>&1 ||
+    { tail -20 "$WORK/configure.log" | tee -a "$LOG"; exit 1; }
+  cmake --build "$BUILD" -j"$(nproc)" --target tandem tandem-gen-loadgen > "$WORK/build.log" 2>&1 ||
+    { grep -E "error" "$WORK/build.log" | head -20 | tee -a "$LOG"; exit 1; }
+fi
+say "built"
+if [ -n "${CKPT:-}" ]; then
+  wait "$CKPT" || { tail -20 "$WORK/checkpoint.log" | tee -a "$LOG"; exit 1; }
+fi
+[ -n "${CKPT:-}" ] && say "checkpoints: $(tail -1 "$WORK/checkpoint.log")"
+TANDEM=$BUILD/launch/tandem
+
+# Prompts of PROMPT_LEN random ids (none of the four special ids), one per line.
+python3 - "$WORK/prompts.txt" "$PROMPTS" "$VOCAB" $PROMPT_LEN <<'PY'
+import random, sys
+rng = random.Random(7)
+n, vocab, lo, hi = (int(x) for x in sys.argv[2:6])
+with open(sys.argv[1], "w") as f:
+    for _ in range(n):
+        f.write(",".join(str(rng.randrange(4, vocab)) for _ in range(rng.randrange(lo, hi + 1))) + "\n")
+PY
+"$TANDEM" generate --backend "$BACKEND" --precision "$PRECISION" --target "$TARGET" --prompt-file "$WORK/prompts.txt" \
+  --max-tokens "$MAX_TOKENS" > "$WORK/expect.json" 2> "$WORK/generate.log" ||
+  { tail -20 "$WORK/generate.log" | tee -a "$LOG"; exit 1; }
+say "expected answers from tandem generate (plain greedy, $BACKEND)"
+
+PORT=8097
+cat > "$WORK/job.yaml" <<EOF
+version: 1
+server: {host: 127.0.0.1, port: $PORT, io_threads: 4}
+limits: {max_queue_sequences: 65536, request_timeout_ms: 600000, max_connections: 1024}
+backend: $BACKEND_YAML
+models:
+  target: {dir: $TARGET}
+  drafter: {dir: $DRAFTER}
+generation: {slots: 32, kv_capacity: 1024, block_size: 16, max_queue_requests: 4096}
+ranks:
+  - role: coordinator
+  - $GENERATOR
+EOF
+"$TANDEM" launch --config "$WORK/job.yaml" > "$WORK/job.log" 2>&1 &
+JOB=$!
+up=""
+for _ in $(seq 1 600); do
+  kill -0 "$JOB" 2>/dev/null || break
+  if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" 2>/dev/null; then
+    up=1
+    break
+  fi
+  sleep 0.5
+done
+[ -n "$up" ] || { say "the job did not come up"; tail -30 "$WORK/job.log" | tee -a "$LOG"; kill -INT "$JOB"; exit 1; }
+say "job serving"
+
+load() {  # load CONNECTIONS REQUESTS NAME [--no-speculation]
+  "$BUILD/bench/tandem-gen-loadgen" --url "http://127.0.0.1:$PORT" --prompt-file "$WORK/prompts.txt" \
+    --expect "0:0:$WORK/expect.json" --max-tokens "$MAX_TOKENS" --stream-every 1 --timeout-ms 300000 \
+    --connections "$1" --requests "$2" ${4:-} > "$WORK/$3.json" 2> "$WORK/$3.err"
+  say "$3: rc $? $(python3 -c "import json;d=json.load(open('$WORK/$3.json'));print(d['ok'],'ok',round(d['tokens_per_s']),'tokens/s')" 2>/dev/null)"
+}
+load 8 16 warmup
+load 8 16 warmup-plain --no-speculation
+for c in $CONCURRENCY; do
+  n=$(( c < 4 ? 8 : 2 * c ))
+  load "$c" "$n" "spec-$c"
+  load "$c" "$n" "plain-$c" --no-speculation
+done
+python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:$PORT/metrics').read().decode())" \
+  > "$OUT/metrics.txt" 2>&1
+kill -INT "$JOB" 2>/dev/null
+wait "$JOB"
+say "job stopped: rc $?"
+
+python3 - "$WORK" "$OUT" $CONCURRENCY <<'PY' | tee -a "$LOG"
+import json, sys
+work, out, cs = sys.argv[1], sys.argv[2], sys.argv[3:]
+runs = {}
+for c in cs:
+    for mode in ("spec", "plain"):
+        try:
+            runs[f"{mode}-{c}"] = json.load(open(f"{work}/{mode}-{c}.json"))
+        except Exception as e:
+            runs[f"{mode}-{c}"] = {"error": str(e)}
+json.dump(runs, open(f"{out}/results.json", "w"), indent=1)
+print(f"{'run':10} {'ok':>5} {'tokens/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} {'ITL p99':>8} "
+      f"{'TPOT p50':>9} {'lat p50':>9} {'lat p99':>9}")
+for name, d in runs.items():
+    if "error" in d:
+        print(name, d["error"])
+        continue
+    g = lambda k, p: d[k][p]
+    print(f"{name:10} {d['ok']:>5} {d['tokens_per_s']:>9.1f} {g('ttft_ms','p50'):>9.1f} {g('ttft_ms','p99'):>9.1f} "
+          f"{g('itl_ms','p50'):>8.2f} {g('itl_ms','p99'):>8.2f} {g('tpot_ms','p50'):>9.2f} "
+          f"{g('latency_ms','p50'):>9.1f} {g('latency_ms','p99'):>9.1f}  mismatched {d['mismatched']} lost {d['lost']}")
+PY
+grep -E "^tandem_gen_(rounds|drafted|accepted)|acceptance_length_(sum|count)" "$OUT/metrics.txt" | head -12 | tee -a "$LOG"
+tar czf "$OUT/logs.tar.gz" -C "$WORK" --exclude=target --exclude=drafter . 2>/dev/null
+say "done"
