@@ -97,6 +97,7 @@ struct Generation {
   uint32_t max_queue_requests = 256;  // waiting for a slot; beyond it: 429
   Verify verify = Verify::kMatch;
   bool overlap = true;                // drafters draft round k+1 while their target verifies round k
+  bool warm_up = true;                // lower every plan a round can use at load, before serving
   std::vector<DraftStep> draft_schedule;  // ascending batch; empty: block_size at every batch size
 
   // The block size of a round with `batch` requests (0: plain decoding); `fallback` is block_size resolved.

@@ -87,6 +87,8 @@ Result<Generation> read_generation(YamlMap& top) {
   out.verify = verify == "reject" ? Verify::kReject : Verify::kMatch;
   TANDEM_ASSIGN(std::string overlap, m.choice("overlap", out.overlap ? "true" : "false", kBooleans));
   out.overlap = overlap == "true";
+  TANDEM_ASSIGN(std::string warm_up, m.choice("warm_up", out.warm_up ? "true" : "false", kBooleans));
+  out.warm_up = warm_up == "true";
   TANDEM_ASSIGN(out.draft_schedule, read_schedule(m));
   TANDEM_TRY(m.finish());
   return out;

@@ -52,6 +52,12 @@ class DrafterRunner final : public RankRunner {
     }
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
     mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
+    if (generation_.warm_up) {  // as the target's (load_generator.cpp)
+      const auto t0 = Clock::now();
+      TANDEM_ASSIGN(const size_t plans, drafter_->prepare_rounds(generation_.slots, block_));
+      log::info("drafter {}: warm-up lowered {} plans in {:.1f} s", name_, plans,
+                std::chrono::duration<double>(Clock::now() - t0).count());
+    }
     return ok_status();
   }
 

@@ -2,6 +2,9 @@
 #include "engine/decode/seq_runner.h"
 
 #include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
 
 namespace tandem::decode {
 
@@ -21,6 +24,24 @@ uint32_t SeqRunner::picks_in(const SeqRows& s, uint32_t begin, uint32_t end) con
   const auto lo = std::lower_bound(s.picks.begin(), s.picks.end(), begin);
   const auto hi = std::lower_bound(s.picks.begin(), s.picks.end(), end);
   return static_cast<uint32_t>(hi - lo);
+}
+
+Result<size_t> SeqRunner::prepare(uint32_t max_seqs, uint32_t max_rows) {
+  std::set<ir::Bucket> wanted;
+  for (uint32_t k = 1; k <= max_seqs; ++k) {
+    for (uint32_t t = k; t <= k * max_rows; ++t) {
+      for (const uint32_t p : {0u, k, t - k, t}) {
+        if (auto b = table_.smallest(stage_, t, k, p); b.ok()) wanted.insert(*b);
+      }
+    }
+  }
+  const size_t before = exec_.plans();
+  for (const ir::Bucket& b : wanted) {
+    if (Status s = exec_.prepare(b); !s.ok()) {
+      return std::move(s).error().context(fmt::format("warming up stage '{}' bucket {}", stage_, ir::to_string(b)));
+    }
+  }
+  return exec_.plans() - before;
 }
 
 bool SeqRunner::fits(uint32_t tokens, uint32_t seqs, uint32_t picks) const {

@@ -56,6 +56,7 @@ TEST_F(GenerationConfigTest, GeneratorTakesTheDocumentedDefaults) {
   EXPECT_EQ(g.max_queue_requests, 256u);
   EXPECT_EQ(g.verify, Verify::kMatch);
   EXPECT_TRUE(g.overlap);
+  EXPECT_TRUE(g.warm_up);
   EXPECT_TRUE(g.draft_schedule.empty());
   EXPECT_EQ(d->model(Role::kTarget)->tokenizer, (root_ / "lm" / "tokenizer.json").string());
   EXPECT_EQ(d->ranks[1].target, -1);
@@ -69,6 +70,7 @@ TEST_F(GenerationConfigTest, DraftersPairWithTheNearestTargetBeforeThemOrTheName
   max_queue_requests: 9
   verify: reject
   overlap: false
+  warm_up: false
   draft_schedule:
     - {batch: 1, block: 16}
     - {batch: 4, block: 4}
@@ -93,6 +95,7 @@ ranks:
   EXPECT_EQ(g.max_queue_requests, 9u);
   EXPECT_EQ(g.verify, Verify::kReject);
   EXPECT_FALSE(g.overlap);
+  EXPECT_FALSE(g.warm_up);
   ASSERT_EQ(g.draft_schedule.size(), 3u);
   // Below the first entry the block size applies; each entry from its batch size up.
   EXPECT_EQ(g.block_for(1, 8), 16u);
@@ -186,6 +189,8 @@ TEST_F(GenerationConfigTest, BadGenerationKeys) {
                {"generation.verify", "'greedy' is not allowed", "allowed: match, reject"});
   expect_error(kModels + "generation: {overlap: yes}\n" + ranks,
                {"generation.overlap", "'yes' is not allowed", "allowed: true, false"});
+  expect_error(kModels + "generation: {warm_up: later}\n" + ranks,
+               {"generation.warm_up", "'later' is not allowed", "allowed: true, false"});
   expect_error(kModels + "generation: {slot: 3}\n" + ranks, {"generation.slot", "unknown key", "slots"});
 }
 

@@ -99,6 +99,12 @@ Result<std::unique_ptr<Drafter>> Drafter::create(ir::Backend& backend, std::shar
   return d;
 }
 
+Result<size_t> Drafter::prepare_rounds(uint32_t seqs, uint32_t block) {
+  TANDEM_ASSIGN(const size_t settles, settle_runner_.prepare(seqs, block));
+  TANDEM_ASSIGN(const size_t blocks, block_runner_.prepare(seqs, block));
+  return settles + blocks;
+}
+
 Status Drafter::settle(std::span<const SettleRows> rows) {
   std::vector<decode::SeqRows> seqs(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -145,6 +145,10 @@ class Drafter {
   Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out, bool fetch_logits = true);
   decode::CacheSlots& context() { return context_; }
   const decode::CacheSlots& context() const { return context_; }
+  // Lowers every settle and block plan a round of up to `seqs` requests can use (blocks of up to
+  // `block` rows, settles of 1..block accepted rows each).
+  Result<size_t> prepare_rounds(uint32_t seqs, uint32_t block);
+  size_t plans() const { return settle_runner_.plans() + block_runner_.plans(); }
 
  private:
   Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,

@@ -95,6 +95,10 @@ class Target {
   // on the device (out[i].device_taps); a long prompt's earlier chunks, which later runs overwrite, are
   // fetched to the host first (out[i].taps, rows before the device ones).
   Status forward_keeping_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
+  // Lowers every plan a round of up to `seqs` requests of up to `rows` new rows each can use (decode:
+  // 1 row, verify: the block); prompts longer than that still lower their bucket on first use.
+  Result<size_t> prepare_rounds(uint32_t seqs, uint32_t rows) { return runner_.prepare(seqs, rows); }
+  size_t plans() const { return runner_.plans(); }
   ir::Backend& backend() const { return backend_; }
   decode::CacheSlots& cache() { return cache_; }
   const decode::CacheSlots& cache() const { return cache_; }

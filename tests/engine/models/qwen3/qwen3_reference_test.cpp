@@ -128,6 +128,39 @@ TEST_F(TargetRunsTest, BatchedSequencesEqualEachAloneBitForBit) {
   }
 }
 
+// A server's warm-up lowers every plan that rounds of up to `seqs` requests with 1 or `block` new rows
+// can pick, and no such round lowers another; a prompt longer than that still lowers its own later.
+TEST_F(TargetRunsTest, PrepareRoundsLowersEveryPlanARoundUses) {
+  auto table = ir::BucketTable::parse(
+      "target 2 1 2\ntarget 4 1 4\ntarget 4 2 4\ntarget 8 2 8\ntarget 8 4 8\ntarget 16 4 16\ntarget 32 4 32\n",
+      "small");
+  ASSERT_TRUE(table.ok());
+  auto target = make(&*table);
+  EXPECT_EQ(target->plans(), 0u);
+  auto lowered = target->prepare_rounds(3, 4);  // 3 requests, blocks of 4: at most 12 rows, 3 sequences
+  ASSERT_TRUE(lowered.ok()) << lowered.error().message();
+  EXPECT_EQ(*lowered, 6u);  // all but 32/4: no round of 3 requests of up to 4 rows needs it
+  EXPECT_EQ(target->plans(), 6u);
+  EXPECT_EQ(*target->prepare_rounds(3, 4), 0u);  // already there
+  Rand r(5);
+  std::vector<TargetOut> out;
+  for (uint32_t seqs = 1; seqs <= 3; ++seqs) {
+    for (const uint32_t rows : {1u, 4u}) {
+      std::vector<std::vector<uint32_t>> ids;
+      std::vector<TargetRows> batch;
+      for (uint32_t s = 0; s < seqs; ++s) ids.push_back(random_ids(r, rows, 48));
+      for (uint32_t s = 0; s < seqs; ++s) batch.push_back({s, ids[s], LogitRows::kAll, {}});
+      ASSERT_TRUE(target->forward(batch, out).ok());
+      for (uint32_t s = 0; s < seqs; ++s) ASSERT_TRUE(target->cache().crop(s, 0).ok());
+    }
+  }
+  EXPECT_EQ(target->plans(), 6u) << "a round lowered a plan the warm-up missed";
+  const std::vector<uint32_t> prompt = random_ids(r, 20, 48);
+  const TargetRows long_prompt{0, prompt, LogitRows::kLast, {}};
+  ASSERT_TRUE(target->forward({&long_prompt, 1}, out).ok());
+  EXPECT_EQ(target->plans(), 7u);
+}
+
 TEST_F(TargetRunsTest, ChunkedPrefillEqualsOneRun) {
   auto table = ir::BucketTable::parse("target 4 1 4\ntarget 8 2 8\n", "small");
   ASSERT_TRUE(table.ok());
