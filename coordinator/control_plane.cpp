@@ -93,8 +93,9 @@ bool ControlPlane::Impl::pump(worker::BlockingQueue<Dispatch>& outbox) {
 void ControlPlane::Impl::handle(int source, worker::Message message) {
   const std::string who = topology.describe(source);
   if (auto* ready = std::get_if<worker::Ready>(&message)) {
-    log::info("{} ready: model {} on {} ({}), weights {:.1f} MB, plans {:.1f} MB", who, ready->model, ready->backend,
-              ready->device, double(ready->weight_bytes) / 1e6, double(ready->plan_bytes) / 1e6);
+    log::info("{} ready: model {} on {} ({}), weights {:.1f} MB, plans {:.1f} MB, kv cache {:.1f} MB", who,
+              ready->model, ready->backend, ready->device, double(ready->weight_bytes) / 1e6,
+              double(ready->plan_bytes) / 1e6, double(ready->state_bytes) / 1e6);
     if (rounds != nullptr) rounds->on_ready(source, *ready);
     ranks.set_ready(source, std::move(*ready));
   } else if (auto* failed = std::get_if<worker::LoadFailed>(&message)) {

@@ -84,10 +84,12 @@ std::string Metrics::render(size_t queue_depth, const std::vector<RankGauge>& ra
   for (const auto& r : ranks) out += fmt::format("tandem_rank_up{{rank=\"{}\",role=\"{}\"}} {}\n", r.rank, r.role, r.up ? 1 : 0);
   header(out, "tandem_rank_inflight_batches", "gauge", "Batches sent to the rank and not yet answered.");
   for (const auto& r : ranks) out += fmt::format("tandem_rank_inflight_batches{{rank=\"{}\"}} {}\n", r.rank, r.inflight_batches);
-  header(out, "tandem_rank_memory_bytes", "gauge", "Backend memory in use per rank: weights and plans.");
+  header(out, "tandem_rank_memory_bytes", "gauge",
+         "Backend memory in use per rank: weights, plans and the KV (or drafter context) cache.");
   for (const auto& r : ranks) {
     out += fmt::format("tandem_rank_memory_bytes{{rank=\"{}\",kind=\"weights\"}} {}\n", r.rank, r.weight_bytes);
     out += fmt::format("tandem_rank_memory_bytes{{rank=\"{}\",kind=\"plans\"}} {}\n", r.rank, r.plan_bytes);
+    out += fmt::format("tandem_rank_memory_bytes{{rank=\"{}\",kind=\"kv_cache\"}} {}\n", r.rank, r.state_bytes);
   }
   generation_.render(out);
   return out;

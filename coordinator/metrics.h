@@ -24,6 +24,7 @@ struct RankGauge {
   uint32_t inflight_batches = 0;
   uint64_t weight_bytes = 0;
   uint64_t plan_bytes = 0;
+  uint64_t state_bytes = 0;  // KV and context caches of a generation rank
 };
 
 class Metrics {

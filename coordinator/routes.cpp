@@ -312,7 +312,7 @@ HttpResponse Api::metrics() const {
   for (const RankView& v : ranks_.view()) {
     if (v.role == config::Role::kCoordinator) continue;
     gauges.push_back(RankGauge{v.rank, config::to_string(v.role), v.state == RankState::kReady, v.inflight_batches,
-                               v.info.weight_bytes, v.info.plan_bytes});
+                               v.info.weight_bytes, v.info.plan_bytes, v.info.state_bytes});
   }
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";

@@ -8,7 +8,8 @@
 // Stopping: mpirun runs in its own process group, so a Ctrl-C reaches only this command, which asks
 // rank 0 for an orderly stop (SIGUSR1, which mpirun forwards to every rank), waits for it (the work in
 // hand answered, the port released, every rank gone) and returns its code; a second signal ends the
-// job at once (SIGTERM to mpirun). mpirun's stderr passes through MpiOutputFilter.
+// job at once (SIGTERM to mpirun). mpirun's stderr passes through MpiOutputFilter. Its own lines (the
+// plan) are logs, on stderr; --dry-run prints the mpirun command alone on stdout.
 
 #include <fcntl.h>
 #include <poll.h>
@@ -265,9 +266,10 @@ int launch(const LaunchOptions& o) {
     // and CPU scorers share cores well, so the job runs oversubscribed instead, and says so.
     const int cores = local_cores();
     if (cores < ranks) {
-      std::printf("tandem launch: %d ranks on the %d cores of this machine: passing --oversubscribe to mpirun (the "
-                  "ranks share the cores)\n",
-                  ranks, cores);
+      std::fprintf(stderr,
+                   "tandem launch: %d ranks on the %d cores of this machine: passing --oversubscribe to mpirun (the "
+                   "ranks share the cores)\n",
+                   ranks, cores);
       oversubscribe = true;
     }
   }
@@ -281,10 +283,10 @@ int launch(const LaunchOptions& o) {
                                                                                         ? std::string("all")
                                                                                         : std::to_string(rank.backend.threads));
     }
-    std::printf("tandem launch: rank %d: %s%s\n", r, config::to_string(rank.role), where.c_str());
+    std::fprintf(stderr, "tandem launch: rank %d: %s%s\n", r, config::to_string(rank.role), where.c_str());
   }
-  std::printf("tandem launch: the coordinator will listen on http://%s:%s\n", d.server.host.c_str(),
-              d.server.port == 0 ? "<a free port>" : std::to_string(d.server.port).c_str());
+  std::fprintf(stderr, "tandem launch: the coordinator will listen on http://%s:%s\n", d.server.host.c_str(),
+               d.server.port == 0 ? "<a free port>" : std::to_string(d.server.port).c_str());
 
   std::string exit_file = o.exit_dir + "/tandem-exit-XXXXXX";
   const int fd = mkstemp(exit_file.data());
@@ -319,12 +321,14 @@ int launch(const LaunchOptions& o) {
   }
   std::string shown;
   for (const auto& a : args) shown += (shown.empty() ? "" : " ") + shell_quote(a);
-  std::printf("tandem launch: %s\n", shown.c_str());
-  std::fflush(stdout);
+  // The plan is a log (stderr); under --dry-run the command itself is the output, alone on stdout.
   if (o.dry_run) {
+    std::printf("%s\n", shown.c_str());
+    std::fflush(stdout);
     std::remove(exit_file.c_str());
     return 0;
   }
+  std::fprintf(stderr, "tandem launch: %s\n", shown.c_str());
   if (geteuid() == 0 && (std::getenv("OMPI_ALLOW_RUN_AS_ROOT") == nullptr ||
                          std::getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == nullptr)) {
     std::fprintf(stderr,

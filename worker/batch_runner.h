@@ -33,6 +33,7 @@ struct RunnerInfo {
   uint32_t capacity = 0;
   uint32_t block = 0;
   uint32_t max_context = 0;
+  uint64_t state_bytes = 0;  // generation ranks: the KV cache (target) and context cache (drafter)
 };
 
 struct RunOutput {

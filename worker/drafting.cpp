@@ -265,7 +265,7 @@ class RemoteDrafting final : public Drafting {
         return Error::make(ErrorKind::kTimeout, "drafter rank {} did not answer round {} within {} ms", link.peer(),
                            round, wait_.count());
       }
-      TANDEM_ASSIGN(DraftReply reply, decode_reply(p->header, link.peer()));
+      TANDEM_ASSIGN(DraftReply reply, decode_reply(p->header, link.peer(), vocab_));
       if (reply.round == round && reply.guess == guess) return reply;
       if (reply.round == round && guess) continue;
       if (reply.round == round) {

@@ -1,5 +1,8 @@
-// DraftAsk and DraftReply on the wire (gen_messages.h): u8 kind | fields, little-endian (engine/core/wire.h).
+// DraftAsk and DraftReply on the wire (gen_messages.h): u8 kind | fields, little-endian (engine/core/wire.h);
+// each proposal q in the smallest of its exact forms.
 #include "worker/gen_messages.h"
+
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -17,6 +20,89 @@ constexpr uint32_t kWantsGuess = 2;
 
 Error malformed(const char* what, int peer, size_t bytes, const std::string& why) {
   return Error::make(ErrorKind::kFormat, "malformed {} from rank {} ({} bytes): {}", what, peer, bytes, why);
+}
+
+// A proposal q in the smallest of three exact forms (gen_messages.h): kList, its ids and probabilities
+// as they are; kDense, ids 0..n-1 implied, the probabilities only; kRange, ids 0..n-1 implied and every
+// probability +0.0 but the (id, q) pairs sent. The target rebuilds the same ids and bits.
+constexpr uint8_t kList = 0;
+constexpr uint8_t kDense = 1;
+constexpr uint8_t kRange = 2;
+
+bool is_positive_zero(double v) { return std::bit_cast<uint64_t>(v) == 0; }
+
+void write_proposal(WireWriter& w, const ir::Distribution& q) {
+  const size_t n = q.ids.size();
+  bool range = n > 0 && q.probs.size() == n;
+  size_t kept = 0;
+  for (size_t i = 0; i < n && range; ++i) {
+    range = q.ids[i] == i;
+    if (!is_positive_zero(q.probs[i])) ++kept;
+  }
+  const size_t list_bytes = 8 + 12 * n, dense_bytes = 4 + 8 * n, range_bytes = 12 + 12 * kept;
+  if (range && range_bytes < dense_bytes && range_bytes < list_bytes) {
+    w.u8(kRange);
+    w.u32(static_cast<uint32_t>(n));
+    std::vector<uint32_t> ids;
+    std::vector<double> probs;
+    ids.reserve(kept);
+    probs.reserve(kept);
+    for (size_t i = 0; i < n; ++i) {
+      if (is_positive_zero(q.probs[i])) continue;
+      ids.push_back(static_cast<uint32_t>(i));
+      probs.push_back(q.probs[i]);
+    }
+    w.u32s(ids);
+    w.f64s(probs);
+  } else if (range && dense_bytes < list_bytes) {
+    w.u8(kDense);
+    w.f64s(q.probs);
+  } else {
+    w.u8(kList);
+    w.u32s(q.ids);
+    w.f64s(q.probs);
+  }
+}
+
+// Reads a proposal back; "" or why it is malformed (the caller names the entry).
+std::string read_proposal(WireReader& r, uint32_t vocab, ir::Distribution& q) {
+  const uint8_t form = r.u8("drafts.proposals.form");
+  if (r.failed()) return {};
+  if (form == kList) {
+    q.ids = r.u32s("drafts.proposals.ids");
+    q.probs = r.f64s("drafts.proposals.probs");
+    if (!r.failed() && (q.ids.empty() || q.ids.size() != q.probs.size())) {
+      return fmt::format(".probs: {} probabilities for {} ids", q.probs.size(), q.ids.size());
+    }
+    return {};
+  }
+  if (form == kDense) {
+    q.probs = r.f64s("drafts.proposals.probs");
+    if (r.failed()) return {};
+    if (q.probs.empty() || q.probs.size() > vocab) {
+      return fmt::format(".probs: a dense proposal over {} ids (the vocabulary has {})", q.probs.size(), vocab);
+    }
+    q.ids.resize(q.probs.size());
+    for (uint32_t i = 0; i < q.ids.size(); ++i) q.ids[i] = i;
+    return {};
+  }
+  if (form != kRange) return fmt::format(".form: {} is not a proposal form", form);
+  const uint32_t n = r.u32("drafts.proposals.range");
+  const std::vector<uint32_t> ids = r.u32s("drafts.proposals.ids");
+  const std::vector<double> probs = r.f64s("drafts.proposals.probs");
+  if (r.failed()) return {};
+  if (n == 0 || n > vocab) return fmt::format(".range: {} ids (the vocabulary has {})", n, vocab);
+  if (ids.size() != probs.size()) return fmt::format(".probs: {} probabilities for {} ids", probs.size(), ids.size());
+  q.ids.resize(n);
+  for (uint32_t i = 0; i < n; ++i) q.ids[i] = i;
+  q.probs.assign(n, 0.0);
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (ids[j] >= n || (j > 0 && ids[j] <= ids[j - 1])) {
+      return fmt::format(".ids[{}]: id {} is not ascending below the range of {}", j, ids[j], n);
+    }
+    q.probs[ids[j]] = probs[j];
+  }
+  return {};
 }
 
 }  // namespace
@@ -61,10 +147,7 @@ std::vector<uint8_t> encode_reply(const DraftReply& reply) {
       w.u32s(reply.drafts[i]);
       const size_t n = i < reply.proposals.size() ? reply.proposals[i].size() : 0;
       w.u32(static_cast<uint32_t>(n));
-      for (size_t k = 0; k < n; ++k) {
-        w.u32s(reply.proposals[i][k].ids);
-        w.f64s(reply.proposals[i][k].probs);
-      }
+      for (size_t k = 0; k < n; ++k) write_proposal(w, reply.proposals[i][k]);
     }
   }
   w.u32(reply.slots_used);
@@ -122,7 +205,7 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
   return ask;
 }
 
-Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer) {
+Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32_t vocab) {
   WireReader r(bytes);
   const uint8_t kind = r.u8("kind");
   DraftReply reply;
@@ -169,13 +252,9 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer) {
       }
       reply.proposals[i].resize(q);
       for (uint32_t k = 0; k < q && !r.failed(); ++k) {
-        ir::Distribution& d = reply.proposals[i][k];
-        d.ids = r.u32s("drafts.proposals.ids");
-        d.probs = r.f64s("drafts.proposals.probs");
-        if (!r.failed() && (d.ids.empty() || d.ids.size() != d.probs.size())) {
-          return malformed("draft reply", peer, bytes.size(),
-                           fmt::format("drafts[{}].proposals[{}].probs: {} probabilities for {} ids", i, k,
-                                       d.probs.size(), d.ids.size()));
+        const std::string why = read_proposal(r, vocab, reply.proposals[i][k]);
+        if (!why.empty()) {
+          return malformed("draft reply", peer, bytes.size(), fmt::format("drafts[{}].proposals[{}]{}", i, k, why));
         }
       }
     }

@@ -63,14 +63,19 @@ struct DraftReply {
   bool guess = false;                       // a guess reply: `guesses`, no drafts
   std::vector<std::vector<Guess>> guesses;  // per entry (none where it cannot guess)
   // Per entry of a draft reply: none, or one proposal per draft token (verify: reject at temperature >
-  // 0); sent exactly (f64 probabilities), so the target accepts as the one-process library does.
+  // 0); sent exactly (f64 probabilities), so the target accepts as the one-process library does. On the
+  // wire each takes the smallest exact form: its (id, q) list as it is (a v2 selector's candidates, a
+  // top-p nucleus: 12 bytes an id), or for a q over ids 0..n-1 (v1 at top_p 1) either the n
+  // probabilities (8 bytes an id) or only its (id, q) pairs where q is not +0.0 (12 bytes a pair); the
+  // target rebuilds the same ids and bits.
   std::vector<std::vector<ir::Distribution>> proposals;
 };
 
 std::vector<uint8_t> encode_ask(const DraftAsk& ask);
 std::vector<uint8_t> encode_reply(const DraftReply& reply);
-// `peer` names the sender in errors; an ask's rows must add up to `rows` (what the link carried).
+// `peer` names the sender in errors; an ask's rows must add up to `rows` (what the link carried); a
+// proposal over ids 0..n-1 must fit `vocab` (n <= vocab).
 Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int peer);
-Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer);
+Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32_t vocab);
 
 }  // namespace tandem::worker

@@ -63,7 +63,9 @@ class DrafterRunner final : public RankRunner {
 
   RunnerInfo info() const override {
     const ir::Caps caps = backend_->caps();
-    RunnerInfo i{"drafter", name_, caps.name, caps.device, 0, 0, vocab_};
+    // Plans are lowered on first use: none yet when the rank reports ready.
+    RunnerInfo i{"drafter", name_, caps.name, caps.device, drafter_->weight_bytes(), 0, vocab_};
+    i.state_bytes = drafter_->context().bytes();
     i.slots = generation_.slots;
     i.capacity = capacity_;
     i.block = block_;

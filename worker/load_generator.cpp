@@ -104,7 +104,13 @@ class TargetRunner final : public RankRunner {
 
   RunnerInfo info() const override {
     const ir::Caps caps = backend_->caps();
-    RunnerInfo i{role_, name_, caps.name, caps.device, 0, 0, target_->vocab()};
+    // Plans are lowered on first use: none yet when the rank reports ready.
+    RunnerInfo i{role_, name_, caps.name, caps.device, target_->weight_bytes(), 0, target_->vocab()};
+    i.state_bytes = target_->cache().bytes();
+    if (drafter_) {
+      i.weight_bytes += drafter_->weight_bytes();
+      i.state_bytes += drafter_->context().bytes();
+    }
     i.slots = generation_.slots;
     i.capacity = capacity_;
     i.block = block_;

@@ -167,6 +167,7 @@ void write_body(WireWriter& w, const Message& m) {
                    w.u32(r.capacity);
                    w.u32(r.block);
                    w.u32(r.max_context);
+                   w.u64(r.state_bytes);
                  },
                  [&](const LoadFailed& f) { w.string(f.message); },
                  [&](const BatchDone& d) {
@@ -239,6 +240,7 @@ Result<Message> read_body(MessageKind kind, WireReader& r) {
       m.capacity = r.u32("capacity");
       m.block = r.u32("block");
       m.max_context = r.u32("max_context");
+      m.state_bytes = r.u64("state_bytes");
       return Message(std::move(m));
     }
     case MessageKind::kLoadFailed: return Message(LoadFailed{r.string("message")});

@@ -21,7 +21,7 @@
 namespace tandem::worker {
 
 inline constexpr uint32_t kProtocolMagic = 0x314D4454;  // "TDM1" read as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr size_t kFrameHeaderBytes = 12;
 inline constexpr size_t kMaxFrameBytes = size_t{1} << 30;
 
@@ -138,6 +138,7 @@ struct Ready {
   uint32_t capacity = 0;     // positions per slot
   uint32_t block = 0;        // the block size rounds draft (target and drafter)
   uint32_t max_context = 0;  // target: prompt + max_tokens of one request at most
+  uint64_t state_bytes = 0;  // KV cache (target) and context cache (drafter) bytes
 };
 struct LoadFailed {
   std::string message;

@@ -32,7 +32,7 @@ void compute_main(const RankFactory& factory, Shared& s, int coordinator) {
     runner = std::move(made).value();
     const RunnerInfo i = runner->info();
     report(Ready{i.role, i.model, i.backend, i.device, i.weight_bytes, i.plan_bytes, i.vocab, i.slots, i.capacity,
-                 i.block, i.max_context});
+                 i.block, i.max_context, i.state_bytes});
     s.loaded = true;
   } catch (const std::exception& e) {
     report(LoadFailed{std::string("exception while loading: ") + e.what()});

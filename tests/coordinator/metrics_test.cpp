@@ -36,7 +36,8 @@ TEST(Metrics, RendersEveryFamily) {
   m.observe_batch(ir::Bucket{64, 16, 64}, 3, 50);
   m.observe_run(2, ir::Bucket{64, 16, 64}, 0.02);
   m.count_batch_failure(2);
-  const std::string text = m.render(7, {RankGauge{1, "scorer", true, 2, 100, 200}, RankGauge{2, "scorer", false, 0, 100, 0}});
+  const std::string text =
+      m.render(7, {RankGauge{1, "scorer", true, 2, 100, 200}, RankGauge{2, "target", false, 0, 100, 0, 3072}});
   EXPECT_TRUE(has(text, "tandem_requests_total{endpoint=\"/v1/decide\",status=\"200\"} 2"));
   EXPECT_TRUE(has(text, "tandem_requests_total{endpoint=\"/v1/decide\",status=\"429\"} 1"));
   EXPECT_TRUE(has(text, "tandem_request_duration_seconds_count{endpoint=\"/v1/decide\"} 3"));
@@ -49,9 +50,11 @@ TEST(Metrics, RendersEveryFamily) {
   EXPECT_TRUE(has(text, "tandem_plan_run_seconds_count{rank=\"2\",bucket=\"64/16/64\"} 1"));
   EXPECT_TRUE(has(text, "tandem_batch_failures_total{rank=\"2\"} 1"));
   EXPECT_TRUE(has(text, "tandem_rank_up{rank=\"1\",role=\"scorer\"} 1"));
-  EXPECT_TRUE(has(text, "tandem_rank_up{rank=\"2\",role=\"scorer\"} 0"));
+  EXPECT_TRUE(has(text, "tandem_rank_up{rank=\"2\",role=\"target\"} 0"));
   EXPECT_TRUE(has(text, "tandem_rank_inflight_batches{rank=\"1\"} 2"));
   EXPECT_TRUE(has(text, "tandem_rank_memory_bytes{rank=\"1\",kind=\"plans\"} 200"));
+  EXPECT_TRUE(has(text, "tandem_rank_memory_bytes{rank=\"1\",kind=\"kv_cache\"} 0"));
+  EXPECT_TRUE(has(text, "tandem_rank_memory_bytes{rank=\"2\",kind=\"kv_cache\"} 3072"));
   EXPECT_TRUE(has(text, "# TYPE tandem_request_duration_seconds histogram"));
   EXPECT_TRUE(has(text, "# TYPE tandem_requests_total counter"));
 }

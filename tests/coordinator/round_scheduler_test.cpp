@@ -19,6 +19,7 @@
 #include "coordinator/round_scheduler.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/io/hf_config.h"
+#include "engine/io/safetensors.h"
 #include "engine/spec/spec.h"
 #include "worker/worker.h"
 
@@ -105,6 +106,7 @@ class GenJob {
   }
   const Status& ready() const { return ready_; }
   RoundScheduler& scheduler() { return *scheduler_; }
+  const RankTable& ranks() const { return *ranks_; }
 
  private:
   config::Deployment d_;
@@ -224,6 +226,47 @@ void expect_lossless(RoundScheduler& s, const std::vector<GenerationRequest>& re
     EXPECT_LE(outs[i]->event_sizes.size(), st.rounds + 2) << "request " << i;
   }
   EXPECT_GT(accepted, 0u) << "the drafter never landed a draft: speculation did not run";
+}
+
+// Backend bytes of a checkpoint's tensors as FP32 (what the CPU backend uploads at least), from its
+// safetensors header.
+uint64_t f32_bytes(const std::string& dir) {
+  auto st = io::SafetensorsFile::open(dir + "/model.safetensors");
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  if (!st.ok()) return 0;
+  uint64_t elements = 0;
+  for (const auto& name : (*st)->names()) elements += (*st)->tensor(name)->numel();
+  return elements * sizeof(float);
+}
+
+// KV bytes of `slots` slots of `capacity` positions over a config's layers (K and V, FP32).
+uint64_t kv_bytes(const io::Qwen3Config& c, uint32_t slots, uint32_t capacity) {
+  return uint64_t{slots} * capacity * c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * sizeof(float);
+}
+
+TEST(RoundScheduler, GenerationRanksReportTheirMemory) {
+  auto tcfg = io::load_qwen3_config(kTarget + "/config.json");
+  auto dcfg = io::load_dflash_config(kDrafter + "/config.json");
+  ASSERT_TRUE(tcfg.ok() && dcfg.ok());
+  const uint64_t target_kv = kv_bytes(*tcfg, 3, 512), drafter_kv = kv_bytes(dcfg->layers, 3, 512);
+  const uint64_t target_w = f32_bytes(kTarget), drafter_w = f32_bytes(kDrafter);
+  ASSERT_GT(target_w, 0u);
+  ASSERT_GT(drafter_w, 0u);
+  auto d = deployment(1, 3, 1);  // rank 1 a generator, rank 2 a target, rank 3 its drafter
+  for (config::Rank& r : d.ranks) {
+    if (r.role == config::Role::kDrafter) r.target = 2;
+  }
+  GenJob job(d);
+  ASSERT_TRUE(job.ready().ok()) << job.ready().error().message();
+  std::map<int, worker::Ready> info;
+  for (const RankView& v : job.ranks().view()) info[v.rank] = v.info;
+  EXPECT_EQ(info[1].state_bytes, target_kv + drafter_kv);
+  EXPECT_EQ(info[2].state_bytes, target_kv);
+  EXPECT_EQ(info[3].state_bytes, drafter_kv);
+  EXPECT_GE(info[1].weight_bytes, target_w + drafter_w);
+  EXPECT_GE(info[2].weight_bytes, target_w);
+  EXPECT_GE(info[3].weight_bytes, drafter_w);
+  EXPECT_LT(info[3].weight_bytes, info[1].weight_bytes);
 }
 
 TEST(RoundScheduler, ConcurrentRequestsEqualPlainDecodingPastTheSlots) {

@@ -1,6 +1,7 @@
 // The tandem binary's commands without a serving job: `tandem generate` refuses what the target cannot
 // take (a prompt or prompt + --max-tokens past max_position_embeddings) and malformed --prompt-ids;
-// `tandem launch --dry-run` adds --oversubscribe itself when one machine has fewer cores than ranks;
+// `tandem launch --dry-run` adds --oversubscribe itself when one machine has fewer cores than ranks and
+// prints only the mpirun command on stdout (the plan is logged on stderr);
 // and MpiOutputFilter drops Open MPI's noise and nothing else; with --drafter-quantization int8/int4 the
 // shipped drafters' speculative output equals plain greedy decoding, and a quantized checkpoint refuses
 // 'none'.
@@ -101,6 +102,36 @@ TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
   EXPECT_EQ(hosts.code, 1) << hosts.output;
   EXPECT_NE(hosts.output.find("has 8 slots for the 1024 ranks of"), std::string::npos) << hosts.output;
   EXPECT_NE(hosts.output.find("add slots or pass --oversubscribe"), std::string::npos) << hosts.output;
+}
+
+// stdout is data only: --dry-run prints the mpirun command there, alone; the plan (each rank, the
+// address) goes to stderr with the other logs.
+TEST(Launch, DryRunPrintsOnlyTheCommandOnStdout) {
+  TempDir dir;
+  const auto yaml = dir.path() / "two.yaml";
+  std::ofstream(yaml) << deployment(1);
+  const auto err = dir.path() / "stderr.log";
+  auto r = run_command({"/bin/sh", "-c",
+                        std::string("exec \"$0\" launch --config \"$1\" --exit-dir \"$2\" --dry-run -- --mca btl "
+                                    "self 2>\"$3\""),
+                        TANDEM_BINARY, yaml.string(), dir.path().string(), err.string()},
+                       dir.path() / "stdout.log");
+  EXPECT_EQ(r.code, 0) << r.output;
+  const std::string logs = read_text(err);
+  // One line: mpirun, its arguments (NCCL variables forwarded when set), then tandem serve.
+  ASSERT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output.rfind("mpirun -np 2 --enable-recovery --bind-to none -x NCCL_NVLS_ENABLE ", 0), 0u) << r.output;
+  const std::string tail = " --mca btl self " + std::string(TANDEM_BINARY) + " serve --config " + yaml.string() +
+                           " --exit-file " + dir.path().string() + "/tandem-exit-";
+  const size_t at = r.output.find(tail);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.size(), at + tail.size() + 6 + 1) << r.output;  // mkstemp's six characters, the newline
+  EXPECT_EQ(r.output.find("tandem launch:"), std::string::npos) << r.output;
+  for (const char* line : {"tandem launch: rank 0: coordinator\n",
+                           "tandem launch: rank 1: scorer on the CPU (1 threads)\n",
+                           "tandem launch: the coordinator will listen on http://127.0.0.1:<a free port>\n"}) {
+    EXPECT_NE(logs.find(line), std::string::npos) << line << "\n" << logs;
+  }
 }
 
 // Open MPI 4.1's messages as mpirun printed them in a failing job.

@@ -1,11 +1,13 @@
 // The generation data plane's messages: DraftAsk and DraftReply (worker/gen_messages.h) round-trip,
 // (with the overlap's flags, verified drafts and guess replies) and proposals q bit for bit, and every
 // malformed header is refused naming the sender, the field and the numbers (a proposal count or a
-// probability count that does not match); the link frame
+// probability count that does not match); each q takes its smallest exact form (its list, a dense range,
+// or a range's pairs where q is not +0.0) and comes back the same bits; the link frame
 // and the host link (engine/comm) carry headers and rows intact between two in-process pipe ends and
 // report a closed end as a lost peer.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <random>
 
 #include "engine/comm/comm.h"
@@ -13,6 +15,8 @@
 
 namespace tandem::worker {
 namespace {
+
+constexpr uint32_t kVocab = 151936;  // Qwen3's: proposals over ids 0..n-1 must fit it
 
 DraftEntry entry(uint32_t slot, uint32_t settled, uint32_t rows, uint32_t start, uint32_t bonus, float temperature,
                  uint64_t seed) {
@@ -86,7 +90,7 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
   EXPECT_EQ(rel->releases, (std::vector<uint32_t>{4, 1}));
   EXPECT_TRUE(rel->entries.empty());
   DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20, false, {}, {}};
-  auto rb = decode_reply(encode_reply(r), 2);
+  auto rb = decode_reply(encode_reply(r), 2, kVocab);
   ASSERT_TRUE(rb.ok()) << rb.error().message();
   EXPECT_EQ(rb->round, 41u);
   EXPECT_EQ(rb->drafts, r.drafts);
@@ -94,7 +98,7 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
   EXPECT_EQ(rb->settle_us, 10u);
   EXPECT_EQ(rb->draft_us, 20u);
   EXPECT_FALSE(rb->guess);
-  auto gb = decode_reply(encode_reply(sample_guesses()), 2);
+  auto gb = decode_reply(encode_reply(sample_guesses()), 2, kVocab);
   ASSERT_TRUE(gb.ok()) << gb.error().message();
   EXPECT_TRUE(gb->guess);
   EXPECT_TRUE(gb->drafts.empty());
@@ -131,17 +135,17 @@ TEST(GenMessages, MalformedAsksAreRefused) {
                "malformed draft ask from rank 3 (109 bytes): entries.flags: slot 2: unknown flags 0x5");
   auto guesses = encode_reply(sample_guesses());
   guesses[13] = 0xff;  // the first entry's guess count
-  expect_error(decode_reply(guesses, 4),
+  expect_error(decode_reply(guesses, 4, kVocab),
                "malformed draft reply from rank 4 (73 bytes): guesses: 255 guesses exceed the 56 bytes left");
   expect_error(decode_ask(encode_reply(DraftReply{}), 0, 3),
                "malformed draft ask from rank 3 (33 bytes): kind 2 is not an ask");
   auto reply = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, false, {}, {}});
   reply[9] = 0xff;  // the drafts count
-  expect_error(decode_reply(reply, 4),
+  expect_error(decode_reply(reply, 4, kVocab),
                "malformed draft reply from rank 4 (49 bytes): drafts: 255 entries exceed the 36 bytes left");
   auto longer = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, false, {}, {}});
   longer.push_back(0);
-  expect_error(decode_reply(longer, 4), "malformed draft reply from rank 4 (50 bytes): 1 bytes past the end");
+  expect_error(decode_reply(longer, 4, kVocab), "malformed draft reply from rank 4 (50 bytes): 1 bytes past the end");
 }
 
 // Rejection sampling: each draft token's proposal q travels with it, its f64 probabilities exactly.
@@ -153,7 +157,7 @@ DraftReply reply_with_proposals() {
 
 TEST(GenMessages, ProposalsRoundTripExactly) {
   const DraftReply r = reply_with_proposals();
-  auto back = decode_reply(encode_reply(r), 2);
+  auto back = decode_reply(encode_reply(r), 2, kVocab);
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->drafts, r.drafts);
   ASSERT_EQ(back->proposals.size(), 2u);
@@ -164,25 +168,107 @@ TEST(GenMessages, ProposalsRoundTripExactly) {
   EXPECT_TRUE(back->proposals[1].empty());
 }
 
+// One draft token whose q is `q`, the rest of the reply empty.
+DraftReply reply_with_q(ir::Distribution q) {
+  DraftReply r{3, {{7}}, 1, 0, 0, false, {}, {}};
+  r.proposals = {{std::move(q)}};
+  return r;
+}
+
+// A q over ids 0..n-1 (v1 at top_p 1).
+ir::Distribution over_vocab(uint32_t n) {
+  ir::Distribution q;
+  q.ids.resize(n);
+  q.probs.assign(n, 0.0);
+  for (uint32_t i = 0; i < n; ++i) q.ids[i] = i;
+  return q;
+}
+
+uint64_t bits_of(double v) { return std::bit_cast<uint64_t>(v); }
+
+void expect_same_q(const ir::Distribution& got, const ir::Distribution& want) {
+  ASSERT_EQ(got.ids, want.ids);
+  ASSERT_EQ(got.probs.size(), want.probs.size());
+  for (size_t i = 0; i < want.probs.size(); ++i) {
+    ASSERT_EQ(bits_of(got.probs[i]), bits_of(want.probs[i])) << "id " << got.ids[i];
+  }
+}
+
+// The reply's bytes beside its one proposal: kind, round, entry count, the draft, the proposal count,
+// slots_used, settle_us, draft_us.
+constexpr size_t kAround = 1 + 8 + 4 + (4 + 4) + 4 + 4 + 8 + 8;
+
+TEST(GenMessages, ProposalsTakeTheirSmallestExactForm) {
+  // A q over the whole vocabulary, every id with mass: the probabilities alone (8 bytes an id, not 12).
+  ir::Distribution dense = over_vocab(kVocab);
+  for (uint32_t i = 0; i < kVocab; ++i) dense.probs[i] = 1.0 / (3.0 + i);
+  dense.probs[5] = 0.1 + 0.2;
+  const auto dense_bytes = encode_reply(reply_with_q(dense));
+  EXPECT_EQ(dense_bytes.size(), kAround + 1 + 4 + 8 * size_t{kVocab});
+  auto back = decode_reply(dense_bytes, 2, kVocab);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  expect_same_q(back->proposals[0][0], dense);
+
+  // Mass on a few ids (underflowed tails, a low temperature): only the pairs where q is not +0.0; a -0.0
+  // and the smallest subnormal are pairs too, so the rebuilt vector is the same bits.
+  ir::Distribution few = over_vocab(kVocab);
+  few.probs[0] = 0.5;
+  few.probs[17] = 0.1 + 0.2;
+  few.probs[151935] = 0.2 - 4.9e-324;
+  few.probs[4000] = 4.9e-324;
+  few.probs[9] = -0.0;
+  const auto few_bytes = encode_reply(reply_with_q(few));
+  EXPECT_EQ(few_bytes.size(), kAround + 1 + 4 + (4 + 5 * 4) + (4 + 5 * 8));
+  back = decode_reply(few_bytes, 2, kVocab);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  expect_same_q(back->proposals[0][0], few);
+  EXPECT_EQ(bits_of(back->proposals[0][0].probs[9]), bits_of(-0.0));
+
+  // A selector's candidates or a nucleus: its (id, q) list as it is, in its order.
+  const ir::Distribution list{{90, 3, 151000}, {0.25, 0.5, 0.1 + 0.15}};
+  const auto list_bytes = encode_reply(reply_with_q(list));
+  EXPECT_EQ(list_bytes.size(), kAround + 1 + (4 + 3 * 4) + (4 + 3 * 8));
+  back = decode_reply(list_bytes, 2, kVocab);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  expect_same_q(back->proposals[0][0], list);
+}
+
+TEST(GenMessages, ProposalFormsPastTheVocabularyAreRefused) {
+  ir::Distribution few = over_vocab(12);
+  few.probs[3] = 1.0;
+  expect_error(decode_reply(encode_reply(reply_with_q(few)), 4, 11),
+               "malformed draft reply from rank 4 (70 bytes): drafts[0].proposals[0].range: 12 ids (the vocabulary "
+               "has 11)");
+  ir::Distribution dense = over_vocab(12);
+  dense.probs.assign(12, 1.0 / 12);
+  expect_error(decode_reply(encode_reply(reply_with_q(dense)), 4, 11),
+               "malformed draft reply from rank 4 (146 bytes): drafts[0].proposals[0].probs: a dense proposal over 12 "
+               "ids (the vocabulary has 11)");
+  auto bad_form = encode_reply(reply_with_q(few));
+  bad_form[1 + 8 + 4 + 8 + 4] = 7;
+  expect_error(decode_reply(bad_form, 4, 12),
+               "malformed draft reply from rank 4 (70 bytes): drafts[0].proposals[0].form: 7 is not a proposal form");
+}
+
 TEST(GenMessages, MalformedProposalsAreRefusedNamingTheField) {
   DraftReply short_q = reply_with_proposals();
   short_q.proposals[0].pop_back();
-  expect_error(decode_reply(encode_reply(short_q), 4),
-               "malformed draft reply from rank 4 (101 bytes): drafts[0].proposals: 1 proposals for 2 draft tokens");
+  expect_error(decode_reply(encode_reply(short_q), 4, kVocab),
+               "malformed draft reply from rank 4 (102 bytes): drafts[0].proposals: 1 proposals for 2 draft tokens");
   DraftReply uneven = reply_with_proposals();
   uneven.proposals[0][1].probs = {0.5, 0.5};
-  expect_error(decode_reply(encode_reply(uneven), 4),
-               "malformed draft reply from rank 4 (129 bytes): drafts[0].proposals[1].probs: 2 probabilities for 1 "
+  expect_error(decode_reply(encode_reply(uneven), 4, kVocab),
+               "malformed draft reply from rank 4 (131 bytes): drafts[0].proposals[1].probs: 2 probabilities for 1 "
                "ids");
   DraftReply empty = reply_with_proposals();
   empty.proposals[0][1] = {};
-  expect_error(decode_reply(encode_reply(empty), 4),
-               "malformed draft reply from rank 4 (109 bytes): drafts[0].proposals[1].probs: 0 probabilities for 0 "
+  expect_error(decode_reply(encode_reply(empty), 4, kVocab),
+               "malformed draft reply from rank 4 (111 bytes): drafts[0].proposals[1].probs: 0 probabilities for 0 "
                "ids");
   auto cut = encode_reply(reply_with_proposals());
   cut.resize(cut.size() - 40);
-  expect_error(decode_reply(cut, 4),
-               "malformed draft reply from rank 4 (81 bytes): truncated at drafts.proposals.probs");
+  expect_error(decode_reply(cut, 4, kVocab),
+               "malformed draft reply from rank 4 (83 bytes): truncated at drafts.proposals.probs");
 }
 
 TEST(GenMessages, RandomMutationsNeverCrash) {
@@ -203,7 +289,7 @@ TEST(GenMessages, RandomMutationsNeverCrash) {
       if (bytes.empty()) bytes.push_back(0);
     }
     (void)decode_ask(bytes, static_cast<uint32_t>(rng() % 8), 1);
-    (void)decode_reply(bytes, 1);
+    (void)decode_reply(bytes, 1, kVocab);
   }
 }
 

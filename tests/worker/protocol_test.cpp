@@ -78,6 +78,10 @@ TEST(Protocol, StatusMessagesRoundTrip) {
   EXPECT_EQ(back.weight_bytes, 4556608u);
   EXPECT_EQ(back.plan_bytes, 99u);
   EXPECT_EQ(back.vocab, 1024u);
+  Ready g{"target", "pylm", "cpu", "1 thread", 7, 0, 6144, 4, 512, 8, 503, 25165824};
+  auto gback = round_trip<Ready>(g, Tag::kStatus);
+  EXPECT_EQ(gback.max_context, 503u);
+  EXPECT_EQ(gback.state_bytes, 25165824u);
   EXPECT_EQ(round_trip<LoadFailed>(LoadFailed{"tensor x: shape [3] expected [4]"}, Tag::kStatus).message,
             "tensor x: shape [3] expected [4]");
   auto f = round_trip<BatchFailed>(BatchFailed{7, "boom"}, Tag::kResult);
@@ -211,7 +215,7 @@ TEST(Protocol, WrongMagicAndVersion) {
   expect_rejected(bad_magic, Tag::kCommand, "magic");
   auto bad_version = bytes;
   bad_version[4] = 9;
-  expect_rejected(bad_version, Tag::kCommand, "protocol version 9 is not this build's 2");
+  expect_rejected(bad_version, Tag::kCommand, "protocol version 9 is not this build's 3");
 }
 
 TEST(Protocol, BodySizeMustMatch) {

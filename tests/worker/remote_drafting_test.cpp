@@ -40,13 +40,15 @@ Pair make_pair_for(spec::VerifyMode mode) {
           comm::make_host_link(std::move(b))};
 }
 
-// Sends `reply` for round 7 ahead (the link keeps it in order) and runs the target's side of round 7.
-Status draft_with(Pair& p, spec::Request& r, const DraftReply& reply, std::vector<spec::Draft>& out) {
+// Sends `reply` for round 7 ahead (the link keeps it in order) and runs the target's side of round 7;
+// `done` gets the round's figures (the data plane's bytes).
+Status draft_with(Pair& p, spec::Request& r, const DraftReply& reply, std::vector<spec::Draft>& out,
+                  RoundDone* done = nullptr) {
   EXPECT_TRUE(p.drafter->send(encode_reply(reply), comm::RowsOut::none()).ok());
   std::vector<spec::Request*> requests = {&r};
   const std::vector<int> drafters = {2};
-  RoundDone done;
-  return p.drafting->draft(requests, drafters, kBlock, 7, out, done);
+  RoundDone own;
+  return p.drafting->draft(requests, drafters, kBlock, 7, out, done ? *done : own);
 }
 
 DraftReply reply_with(std::vector<ir::Distribution> q) {
@@ -76,6 +78,33 @@ TEST(RemoteDrafting, ProposalsReachTheDraftsIntact) {
   ASSERT_EQ(decoded->entries.size(), 1u);
   EXPECT_EQ(decoded->entries[0].temperature, 0.8f);
   EXPECT_EQ(decoded->entries[0].seed, 99u);
+}
+
+// A q over the whole vocabulary with mass on two ids crosses as those two pairs (12 bytes each, not 12
+// bytes an id of the vocabulary), the round's bytes_received counts what crossed, and the drafts get the
+// same vector back, zeros included.
+TEST(RemoteDrafting, ASparseProposalCrossesAsItsPairs) {
+  Pair p = make_pair_for(spec::VerifyMode::kReject);
+  spec::Request r = sampled_request(1, 0.8f);
+  ir::Distribution wide;
+  for (uint32_t i = 0; i < kVocab; ++i) wide.ids.push_back(i);
+  wide.probs.assign(kVocab, 0.0);
+  wide.probs[3] = 0.75;
+  wide.probs[8] = 0.25;
+  const DraftReply reply = reply_with({wide, wide});
+  std::vector<spec::Draft> out;
+  RoundDone done;
+  Status s = draft_with(p, r, reply, out, &done);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  ASSERT_EQ(out[0].proposals.size(), 2u);
+  EXPECT_EQ(out[0].proposals[1].ids, wide.ids);
+  EXPECT_EQ(out[0].proposals[1].probs, wide.probs);
+  // The reply without its q (kind, round, entries, the drafts, the q count, the trailer), then per q
+  // its form, range, two ids and two probabilities.
+  const size_t frame = encode_reply(reply).size();
+  EXPECT_EQ(frame, (1 + 8 + 4 + (4 + 8) + 4 + 4 + 8 + 8) + 2 * (1 + 4 + (4 + 8) + (4 + 16)));
+  EXPECT_GE(done.bytes_received, frame);
+  EXPECT_LT(done.bytes_received, frame + 64);  // the link's framing only
 }
 
 TEST(RemoteDrafting, MissingProposalsAreRefusedNamingTheField) {

@@ -136,6 +136,9 @@ class Drafter {
   const std::vector<uint32_t>& target_layer_ids() const { return setup_.cfg.target_layer_ids; }
   const Codebooks* codebooks() const { return codebooks_ ? &*codebooks_ : nullptr; }
   ir::Backend& backend() const { return backend_; }
+  // Backend bytes of the uploaded weights (the target's embedding and head included; the context
+  // cache's are context().bytes()).
+  size_t weight_bytes() const { return weights_->bytes(); }
 
   // Appends the requests' committed rows to their context caches.
   Status settle(std::span<const SettleRows> rows);

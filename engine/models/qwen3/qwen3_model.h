@@ -83,6 +83,8 @@ class Target {
   uint32_t tap_width() const { return tap_width_; }
   bool host_logits() const { return options_.host_logits; }
   const std::vector<uint32_t>& tap_layers() const { return options_.tap_layers; }
+  // Backend bytes of the uploaded weights (the KV cache's are cache().bytes()).
+  size_t weight_bytes() const { return weights_->bytes(); }
 
   // Runs every sequence's rows, appending their K/V; `out` gets one entry per sequence, `taps` (when
   // the target has tap layers and it is set) every run's tap rows. Rows that must not stay (rejected
