@@ -23,7 +23,8 @@ uint32_t ReplaySchedule::length(uint32_t round) const {
 
 Result<std::vector<std::vector<uint32_t>>> greedy_continuations(models::qwen3::Target& target,
                                                                 std::span<const spec::RequestParams> params,
-                                                                uint32_t tokens) {
+                                                                uint32_t tokens,
+                                                                const std::function<Status()>& step_done) {
   std::vector<spec::Request> requests;
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i].sampling.temperature != 0.0f) {
@@ -36,7 +37,23 @@ Result<std::vector<std::vector<uint32_t>>> greedy_continuations(models::qwen3::T
     TANDEM_ASSIGN(spec::Request r, spec::make_request(std::move(p), static_cast<uint32_t>(i), target.vocab()));
     requests.push_back(std::move(r));
   }
-  TANDEM_TRY(spec::generate(target, nullptr, requests, {}));
+  std::vector<spec::Request*> ptrs;
+  for (spec::Request& r : requests) ptrs.push_back(&r);
+  const spec::TapRoute route =
+      target.backend().caps().name == "cpu" ? spec::TapRoute::kHost : spec::TapRoute::kDevice;
+  TANDEM_TRY(spec::prefill(target, ptrs, route));
+  if (step_done) TANDEM_TRY(step_done());
+  const std::vector<spec::Draft> none(ptrs.size());
+  // Every request has the same max_tokens and no stop ids, so all finish in the same step.
+  while (!ptrs.empty() && ptrs.front()->active()) {
+    for (spec::Request* r : ptrs) {
+      r->taps.clear();
+      r->device_taps = {};
+      r->settled = r->start;
+    }
+    TANDEM_TRY(spec::verify(target, ptrs, none, spec::VerifyMode::kMatch, false, route));
+    if (step_done) TANDEM_TRY(step_done());
+  }
   std::vector<std::vector<uint32_t>> out;
   for (const spec::Request& r : requests) out.emplace_back(r.generated().begin(), r.generated().end());
   return out;

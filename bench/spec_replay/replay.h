@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -29,11 +30,15 @@ class ReplaySchedule {
   uint32_t block_;
 };
 
-// Plain greedy decoding of `tokens` tokens after each prompt (spec::generate without a drafter, stop ids
-// ignored), on slots 0..n−1: the continuations a replay draws from. Temperature must be 0.
+// Plain greedy decoding of `tokens` tokens after each prompt, on slots 0..n−1, all in one batch (prefill,
+// then one-row verify steps, as spec::generate without a drafter; stop ids ignored): the continuations a
+// replay draws from. Temperature must be 0. A target with taps leaves them on the device (CUDA) or drops
+// them after each step (host), since no drafter reads them. `step_done`, when set, runs after the prefill
+// and after every decode step (the benchmark marks the stream there to time plain decoding).
 Result<std::vector<std::vector<uint32_t>>> greedy_continuations(models::qwen3::Target& target,
                                                                 std::span<const spec::RequestParams> params,
-                                                                uint32_t tokens);
+                                                                uint32_t tokens,
+                                                                const std::function<Status()>& step_done = {});
 
 // Replaces each request's drafts (from spec::draft, any drafter) with its continuation: for a round of
 // schedule length L, drafts 1..L−1 are the continuation's tokens at their positions and draft L (when
