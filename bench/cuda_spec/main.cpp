@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       a.tiny = true;
     } else if (s == "--json" && has) {
       json_path = argv[++i];
+      a.json_path = json_path;
     } else if (s == "--batches" && has) {
       a.batches = list<uint32_t>(s, argv[++i], false);
     } else if (s == "--acceptance" && has) {

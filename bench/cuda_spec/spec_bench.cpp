@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -283,6 +284,7 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
         runs[key(mean)] = std::move(row);
       }
     }
+    if (!a.json_path.empty()) std::ofstream(a.json_path) << j.dump(2) << "\n";
   }
   return j;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,8 @@ struct SpecBenchArgs {
   uint32_t context = 0;                    // prompt tokens per sequence; 0: 512 (tiny: 16)
   // Drafter formats measured besides BF16 (issue 14); a format the backend refuses is reported, not fatal.
   std::vector<models::dflash::Quantization> quantizations;
+  // When set, the JSON so far is written here after every batch, so a run cut short keeps what it measured.
+  std::string json_path;
 };
 
 // Runs everything and returns the JSON (progress and a summary line per run on stderr).
