@@ -19,7 +19,12 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-io::HostTensor tensor(const std::string& name, std::vector<uint64_t> shape, float center, float half, uint64_t seed) {
+}  // namespace
+
+uint64_t random_mix(uint64_t x) { return mix(x); }
+
+io::HostTensor random_bf16(const std::string& name, std::vector<uint64_t> shape, float center, float half,
+                           uint64_t seed) {
   io::HostTensor t;
   t.name = name;
   t.dtype = DType::kBF16;
@@ -41,8 +46,6 @@ io::HostTensor tensor(const std::string& name, std::vector<uint64_t> shape, floa
   for (std::thread& t2 : pool) t2.join();
   return t;
 }
-
-}  // namespace
 
 DecoderShape DecoderShape::tiny() {
   DecoderShape s;
@@ -79,10 +82,10 @@ std::unique_ptr<io::HostTensors> random_target(const DecoderShape& s, uint64_t s
   uint64_t k = seed;
   const float h = static_cast<float>(s.hidden);
   auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols) {
-    w->add(tensor(name, {rows, cols}, 0.0f, std::sqrt(3.0f / static_cast<float>(cols)), mix(++k)));
+    w->add(random_bf16(name, {rows, cols}, 0.0f, std::sqrt(3.0f / static_cast<float>(cols)), mix(++k)));
   };
-  auto norm = [&](const std::string& name, uint64_t n) { w->add(tensor(name, {n}, 1.0f, 0.1f, mix(++k))); };
-  w->add(tensor("model.embed_tokens.weight", {s.vocab, s.hidden}, 0.0f, 1.0f, mix(++k)));
+  auto norm = [&](const std::string& name, uint64_t n) { w->add(random_bf16(name, {n}, 1.0f, 0.1f, mix(++k))); };
+  w->add(random_bf16("model.embed_tokens.weight", {s.vocab, s.hidden}, 0.0f, 1.0f, mix(++k)));
   for (uint32_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     norm(p + "input_layernorm.weight", s.hidden);

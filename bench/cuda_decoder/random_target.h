@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/io/hf_config.h"
 #include "engine/io/safetensors.h"
@@ -18,6 +20,10 @@ struct DecoderShape {
 };
 
 io::Qwen3Config qwen3_config(const DecoderShape& s);
+// One BF16 tensor of uniform values in center ± half, generated in parallel (the drafters' too).
+io::HostTensor random_bf16(const std::string& name, std::vector<uint64_t> shape, float center, float half,
+                           uint64_t seed);
+uint64_t random_mix(uint64_t x);  // SplitMix64's finalizer: seeds for successive tensors
 std::unique_ptr<io::HostTensors> random_target(const DecoderShape& s, uint64_t seed);
 
 }  // namespace tandem::bench

@@ -125,6 +125,8 @@ class CudaBackend final : public ir::Backend {
     return p->run(batch, s, out);
   }
 
+  Device& device() const { return *device_; }
+
   CudaTransfers transfers() const {
     const D2hCount& c = device_->d2h();
     return CudaTransfers{c.bytes, c.copies, device_->last_run_d2h()};
@@ -184,6 +186,46 @@ class CudaBackend final : public ir::Backend {
   std::unique_ptr<GemmAlgos> algos_;
 };
 
+class CudaStreamMarks final : public StreamMarks {
+ public:
+  explicit CudaStreamMarks(Device& device) : device_(device) {}
+  ~CudaStreamMarks() override {
+    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+  }
+
+  Status mark() override {
+    TANDEM_TRY(device_.activate());
+    if (used_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      TANDEM_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    // INVARIANT: the backend's one stream, so the event lands between the steps the caller launched.
+    TANDEM_CUDA_CHECK(cudaEventRecord(events_[used_], device_.stream()));
+    ++used_;
+    return {};
+  }
+
+  Result<std::vector<double>> read_ms() override {
+    std::vector<double> out;
+    if (used_ == 0) return out;
+    TANDEM_TRY(device_.activate());
+    TANDEM_CUDA_CHECK(cudaEventSynchronize(events_[used_ - 1]));
+    for (size_t i = 1; i < used_; ++i) {
+      float ms = 0.0f;
+      TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[0], events_[i]));
+      out.push_back(ms);
+    }
+    used_ = 0;
+    return out;
+  }
+
+ private:
+  Device& device_;
+  std::vector<cudaEvent_t> events_;
+  size_t used_ = 0;
+};
+
 }  // namespace
 
 const char* to_string(CudaAttention a) {
@@ -212,6 +254,15 @@ Result<CudaTransfers> cuda_transfers(const ir::Backend& backend) {
                        backend.caps().name);
   }
   return b->transfers();
+}
+
+Result<std::unique_ptr<StreamMarks>> make_stream_marks(ir::Backend& backend) {
+  auto* b = dynamic_cast<CudaBackend*>(&backend);
+  if (b == nullptr) {
+    return Error::make(ErrorKind::kInvalidArgument, "stream marks time a CUDA backend's stream, not '{}'",
+                       backend.caps().name);
+  }
+  return std::unique_ptr<StreamMarks>(new CudaStreamMarks(b->device()));
 }
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options) {

@@ -62,4 +62,16 @@ struct CudaTransfers {
 // The counts of a backend made by make_cuda_backend; an error for any other backend.
 Result<CudaTransfers> cuda_transfers(const ir::Backend& backend);
 
+// Device time on a CUDA backend's stream between marks (CUDA events), for benchmarks that time host-driven
+// steps (bench/cuda_spec): mark() between steps, then read_ms() for the time from the first mark to each
+// later one. Events are reused from one read to the next, so marking a warm loop allocates nothing.
+class StreamMarks {
+ public:
+  virtual ~StreamMarks() = default;
+  virtual Status mark() = 0;                          // records the next event on the stream, in stream order
+  virtual Result<std::vector<double>> read_ms() = 0;  // waits for the last mark; ms since the first; clears
+};
+// Marks on a backend made by make_cuda_backend; an error for any other backend.
+Result<std::unique_ptr<StreamMarks>> make_stream_marks(ir::Backend& backend);
+
 }  // namespace tandem::cuda
