@@ -63,8 +63,8 @@ class DrafterRunner final : public RankRunner {
 
   RunnerInfo info() const override {
     const ir::Caps caps = backend_->caps();
-    // Plans are lowered on first use: none yet when the rank reports ready.
-    RunnerInfo i{"drafter", name_, caps.name, caps.device, drafter_->weight_bytes(), 0, vocab_};
+    // Plans: those the warm-up lowered (later first uses add to them).
+    RunnerInfo i{"drafter", name_, caps.name, caps.device, drafter_->weight_bytes(), drafter_->plan_bytes(), vocab_};
     i.state_bytes = drafter_->context().bytes();
     i.slots = generation_.slots;
     i.capacity = capacity_;

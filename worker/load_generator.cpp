@@ -104,11 +104,13 @@ class TargetRunner final : public RankRunner {
 
   RunnerInfo info() const override {
     const ir::Caps caps = backend_->caps();
-    // Plans are lowered on first use: none yet when the rank reports ready.
-    RunnerInfo i{role_, name_, caps.name, caps.device, target_->weight_bytes(), 0, target_->vocab()};
+    // Plans: those the warm-up lowered (later first uses add to them).
+    RunnerInfo i{role_, name_, caps.name, caps.device, target_->weight_bytes(), target_->plan_bytes(),
+                 target_->vocab()};
     i.state_bytes = target_->cache().bytes();
     if (drafter_) {
       i.weight_bytes += drafter_->weight_bytes();
+      i.plan_bytes += drafter_->plan_bytes();
       i.state_bytes += drafter_->context().bytes();
     }
     i.slots = generation_.slots;

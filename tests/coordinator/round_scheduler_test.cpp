@@ -267,6 +267,23 @@ TEST(RoundScheduler, GenerationRanksReportTheirMemory) {
   EXPECT_GE(info[2].weight_bytes, target_w);
   EXPECT_GE(info[3].weight_bytes, drafter_w);
   EXPECT_LT(info[3].weight_bytes, info[1].weight_bytes);
+  // The warm-up (generation.warm_up, on by default) lowered each rank's round plans before it was ready.
+  EXPECT_GT(info[2].plan_bytes, 0u);
+  EXPECT_GT(info[3].plan_bytes, 0u);
+  EXPECT_GT(info[1].plan_bytes, info[3].plan_bytes);
+}
+
+TEST(RoundScheduler, WithoutTheWarmUpNoPlanIsLoweredBeforeTheFirstRound) {
+  auto d = deployment(1, 3);
+  d.generation.warm_up = false;
+  GenJob job(d);
+  ASSERT_TRUE(job.ready().ok()) << job.ready().error().message();
+  for (const RankView& v : job.ranks().view()) {
+    if (v.rank == 1) {
+      EXPECT_EQ(v.info.plan_bytes, 0u);
+    }
+  }
+  expect_lossless(job.scheduler(), mixed_requests(3, 8));
 }
 
 TEST(RoundScheduler, ConcurrentRequestsEqualPlainDecodingPastTheSlots) {

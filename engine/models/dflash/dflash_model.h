@@ -152,6 +152,7 @@ class Drafter {
   // `block` rows, settles of 1..block accepted rows each).
   Result<size_t> prepare_rounds(uint32_t seqs, uint32_t block);
   size_t plans() const { return settle_runner_.plans() + block_runner_.plans(); }
+  size_t plan_bytes() const { return settle_runner_.plan_bytes() + block_runner_.plan_bytes(); }
 
  private:
   Drafter(ir::Backend& backend, DrafterSetup setup, DrafterGraphs graphs, std::unique_ptr<ir::Weights> weights,

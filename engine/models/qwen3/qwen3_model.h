@@ -101,6 +101,7 @@ class Target {
   // 1 row, verify: the block); prompts longer than that still lower their bucket on first use.
   Result<size_t> prepare_rounds(uint32_t seqs, uint32_t rows) { return runner_.prepare(seqs, rows); }
   size_t plans() const { return runner_.plans(); }
+  size_t plan_bytes() const { return runner_.plan_bytes(); }
   ir::Backend& backend() const { return backend_; }
   decode::CacheSlots& cache() { return cache_; }
   const decode::CacheSlots& cache() const { return cache_; }
