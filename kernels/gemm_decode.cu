@@ -77,7 +77,10 @@ TK_DEV void gemm_decode(const GemmDecodeArgs& a) {
     }
   }
   // The C fragment: acc[j][e] is column g (+8 for e >= 2) of the tile, row 8j + 2t + (e & 1).
-  for (unsigned j = 0; j < groups; ++j) {
+#pragma unroll
+  for (unsigned j = 0; j < 4; ++j) {  // constant indices keep acc in registers
+    if (j >= groups) break;
+#pragma unroll
     for (unsigned e = 0; e < 4; ++e) part[warp][g + (e >= 2 ? 8u : 0u)][8 * j + 2 * t + (e & 1u)] = acc[j][e];
   }
   __syncthreads();
