@@ -318,4 +318,23 @@ struct SampleArgs {
   unsigned columns;
 };
 
+// The decode GEMM (gemm_decode.cu): out[r, :] (= or +=) a[r, :] · wᵀ + bias on the real rows, f16/bf16
+// operands, f32 accumulation. A block of kGemmDecodeWarps warps covers kGemmDecodeRows rows (grid x) and
+// kGemmDecodeWarps / splits tiles of 16 columns (grid y); splits (1, 2, 4 or 8) and slice_chunks (32-wide
+// K chunks per split) come from (k, cols) alone (gemm_decode_split), never from the rows.
+enum : unsigned { kGemmDecodeWarps = 8, kGemmDecodeRows = 32 };
+struct GemmDecodeArgs {
+  void* out;                 // [rows, cols] of the out type
+  const void* a;             // [rows, k], rows k elements apart
+  const void* w;             // [cols, k]
+  const float* bias;         // [cols] or null
+  const unsigned* n;
+  unsigned kind;
+  unsigned k;                // a multiple of 8
+  unsigned cols;
+  unsigned splits;
+  unsigned slice_chunks;
+  unsigned accumulate;       // 1: add the prior out (f32 out only)
+};
+
 }  // namespace tandem::kernels

@@ -34,6 +34,19 @@ TK_DEV void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)
 #endif
 }
 
+// The same with bf16 operands (mma.sync m16n8k16 .bf16; the decode GEMM's BF16 entries).
+TK_DEV void mma_16816_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#if TK_SM80
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+
 // Four 8×8 matrices of b16: lanes 8i..8i+7 give the 16-byte rows of matrix i (16-byte aligned, in
 // shared memory); r[i] is this lane's pair of matrix i: row lane/4, columns 2(lane%4) and 2(lane%4)+1
 // (the lower column in the low half). The trans form gives column lane/4 of rows 2(lane%4) and +1.
@@ -108,6 +121,9 @@ TK_DEV unsigned char* dynamic_smem() {
 
 inline void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   ::tandem::emu::mma_16816(d, a, b);
+}
+inline void mma_16816_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  ::tandem::emu::mma_16816_bf16(d, a, b);
 }
 inline void ldmatrix_x4(unsigned (&r)[4], const void* row) { ::tandem::emu::ldmatrix_x4(r, row, false); }
 inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) { ::tandem::emu::ldmatrix_x4(r, row, true); }

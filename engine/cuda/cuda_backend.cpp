@@ -31,6 +31,7 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_SYNC_STEPS", "1")) o.sync_steps = true;
   if (env_is("TANDEM_CUDA_GEMM_PROBE", "0")) o.gemm_probe = false;
   if (env_is("TANDEM_CUDA_GEMM_TIMED", "0")) o.gemm_timed = false;
+  if (env_is("TANDEM_CUDA_DECODE_GEMM", "0")) o.decode_gemm = false;
   if (const char* v = std::getenv("TANDEM_CUDA_ATTENTION"); v != nullptr && *v != '\0') {
     auto a = parse_cuda_attention(v);
     if (!a.ok()) return std::move(a).error().context("TANDEM_CUDA_ATTENTION");
@@ -63,12 +64,13 @@ class CudaBackend final : public ir::Backend {
         choices.path().empty() ? "" : fmt::format("; {} GEMM choices from {}", choices.loaded(), choices.path().string());
     b->algos_ = std::make_unique<GemmAlgos>(*b->device_, options.gemm_probe, options.gemm_timed ? kTimedMaxRows : 0,
                                             std::move(choices));
-    log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}): {}{}",
+    log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}, "
+              "decode GEMM {}): {}{}",
               b->device_->info().describe(), ir::to_string(options.precision), options.graphs ? "on" : "off",
               options.gemm_probe ? "on" : "off", options.gemm_probe && options.gemm_timed ? " (timed)" : "",
               to_string(options.attention),
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
-              b->modules_->summary(), remembered);
+              options.decode_gemm ? "on" : "off", b->modules_->summary(), remembered);
     return std::unique_ptr<ir::Backend>(std::move(b));
   }
 
@@ -98,6 +100,7 @@ class CudaBackend final : public ir::Backend {
     po.sync_steps = options_.sync_steps;
     po.attention = options_.attention;
     po.tier_min_tokens = options_.gemm_tiers ? options_.gemm_tier_min_tokens : 0;
+    po.decode_gemm = options_.decode_gemm;
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));
     algos_->save_choices();
     return std::unique_ptr<ir::Plan>(std::move(plan));

@@ -22,7 +22,21 @@
 // epilogue) is the best of its ranking for kRankedRows rows that takes the bucket's m, so a row's bits
 // do not depend on the bucket. A bucket may use a candidate cuBLASLt ranks higher for its own m, but only
 // one that computes the reference's bits on a probe (kime 0.1.0's "faster bit-identical" rule).
+//
+// Decoder plans (graphs with caches: the Qwen3 target, the DFlash drafter's block and settle) keep the
+// rule with a kernel of their own: every 16-bit GEMM of up to kDecodeGemmMaxRows rows (every decode and
+// verify bucket, and the prefill buckets up to that size) runs kernels/gemm_decode.cu, whose K split comes
+// from (k, n) alone and is summed in a fixed order, so a row's bits are the same at every m it takes.
+// Without split-K, cuBLASLt's reference runs one CTA per output tile, which starves a 1-row GEMM (32 CTAs
+// on 132 SMs for n = 4096). Larger GEMMs (prefill chunks past 1,024 tokens) keep cuBLASLt's reference:
+// each kind of run is bit-stable within itself, and plain and speculative decoding prefill a prompt the
+// same way, so verify rows still equal plain decode rows. What is given up: a prompt row prefilled in a
+// bucket above the line differs in its low bits from the same row prefilled at or below it (the line is
+// per GEMM: an LM head over <= 1,024 pick rows always runs the decode GEMM). FP32 plans stay on cuBLASLt.
+// TANDEM_CUDA_DECODE_GEMM=0 (CudaOptions::decode_gemm) puts every GEMM back on cuBLASLt, to compare.
 namespace tandem::cuda {
+
+inline constexpr uint32_t kDecodeGemmMaxRows = 1024;
 
 inline constexpr uint32_t kRankedRows = 256;
 inline constexpr int kRankedCandidates = 8;   // asked for the reference ranking

@@ -85,7 +85,11 @@
   X(cache_attention_combine_bf16, CacheAttentionArgs, "cache_attention.cu") \
   X(argmax_f32_u32, ArgmaxArgs, "argmax.cu")                                \
   X(top_k_f32_u32, TopKArgs, "top_k.cu")                                    \
-  X(sample_f32_u32, SampleArgs, "sample.cu")
+  X(sample_f32_u32, SampleArgs, "sample.cu")                                \
+  X(gemm_decode_f16_f32, GemmDecodeArgs, "gemm_decode.cu")                  \
+  X(gemm_decode_f16_f16, GemmDecodeArgs, "gemm_decode.cu")                  \
+  X(gemm_decode_bf16_f32, GemmDecodeArgs, "gemm_decode.cu")                 \
+  X(gemm_decode_bf16_bf16, GemmDecodeArgs, "gemm_decode.cu")
 
 namespace tandem::cuda {
 
@@ -107,7 +111,8 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
                                 kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
-                                kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs>;
+                                kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
+                                kernels::GemmDecodeArgs>;
 
 struct KernelInfo {
   const char* entry;

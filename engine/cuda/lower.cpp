@@ -27,6 +27,11 @@ class Lowering {
   // head_dim), computed in the kernel (head_norm_rope) instead of position tables.
   Status build_inv_freq_tables();
   bool decoder() const { return !graph_.caches.empty(); }
+  // Whether a GEMM of m bucket rows runs the decode GEMM instead of cuBLASLt (gemm_impl.h).
+  bool decode_gemm(const GemmShape& shape, uint32_t m) const {
+    return plan_.options_.decode_gemm && decoder() && m <= kDecodeGemmMaxRows &&
+           gemm_decode_supported(shape.k, shape.ab, shape.out, shape.accumulate).ok();
+  }
   Result<const float*> inv_freq(float theta, uint32_t head_dim) const;
   // One overload per op of the IR (an op without one is a compile error); supported() said which run.
   Status lower_op(size_t i, const ir::Op& op) {
@@ -351,6 +356,18 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
       shape.accumulate = true;
       shape.epilogue = b ? LtEpilogue::kBias : LtEpilogue::kNone;
       break;
+  }
+  if (decode_gemm(shape, m)) {
+    // gemm_impl.h's rule for decoder plans: the decode GEMM at every m up to kDecodeGemmMaxRows; bias
+    // and accumulation happen in it, an activation (no decoder has one) after it.
+    Loc in = a;
+    if (ops.a != a.ptr) {  // the staging copy made above
+      in.ptr = plan_.stage_.data();
+      in.type = shape.ab;
+    }
+    TANDEM_TRY(add(gemm_decode_step(ctx_, in, out, ops.w, b, shape.accumulate), where));
+    if (act != kernels::kActNone) TANDEM_TRY(add(bias_act_step(ctx_, out, nullptr, act), where + " (activation)"));
+    return {};
   }
   bool fused = shape.epilogue != LtEpilogue::kNone;
   TANDEM_ASSIGN(const auto* ranking, algos_.ranked(shape, kRankedRows, b));

@@ -27,6 +27,7 @@ struct PlanOptions {
   bool sync_steps = false;  // without graphs: synchronize after every step and name the one that fails
   CudaAttention attention = CudaAttention::kTc2;  // for FP16 plans on sm_80+ (cuda_backend.h)
   uint32_t tier_min_tokens = 0;  // buckets of at least this many tokens get GEMM row tiers; 0: none
+  bool decode_gemm = true;  // decoder plans' 16-bit GEMMs of up to kDecodeGemmMaxRows rows: gemm_decode.cu
 };
 
 // The token rows of a plan's GEMM tiers, ascending, the last the bucket's tokens: steps of an eighth of

@@ -144,6 +144,19 @@ Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t colum
                               const Loc& values);
 Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
 
+// The decode GEMM (steps_gemm_decode.cpp, kernels/gemm_decode.cu; gemm_impl.h's rule for decoder plans):
+// out = a · wᵀ (+ bias) (+ out with accumulate) over f16/bf16 operands, w [out.width, a.width], a row's
+// bits the same at every row count. The K split is a function of (k, n) only.
+struct GemmDecodeSplit {
+  uint32_t splits = 1;        // K slices per 16-column tile (1, 2, 4 or 8), summed in slice order
+  uint32_t slice_chunks = 0;  // 32-wide K chunks per slice
+};
+GemmDecodeSplit gemm_decode_split(uint32_t k, uint32_t n);
+// Whether the kernel takes these operands (k a multiple of 8; out f32 or the operands' type).
+Status gemm_decode_supported(uint32_t k, Dt ab, Dt out, bool accumulate);
+Result<KernelStep> gemm_decode_step(const StepContext& c, const Loc& a, const Loc& out, const void* w,
+                                    const float* bias, bool accumulate);
+
 // Enqueues one kernel step on `stream`, checking that its argument pack is the entry's.
 Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t stream);
 

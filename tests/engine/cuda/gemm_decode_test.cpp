@@ -1,0 +1,207 @@
+// The decode GEMM (kernels/gemm_decode.cu, gemm_impl.h's rule for decoder plans): results against float64
+// for BF16 and F16 operands, every output type and epilogue, decoder shapes and odd row counts; a row's
+// bits the same alone and at m = 1, 3, 16, 37, 512; the K split from (k, n) only; decoder plans routed to it.
+#include <cstring>
+
+#include "engine/cuda/plan_impl.h"
+#include "engine/models/qwen3/qwen3_model.h"
+#include "tests/engine/cuda/gpu_test_util.h"
+#include "tests/engine/models/qwen3/tiny_models.h"
+
+namespace tandem::cuda::test {
+namespace {
+
+struct Case {
+  uint32_t m, k, n;
+  Dt ab, out;
+  bool accumulate, bias;
+};
+
+std::string describe(const Case& c) {
+  return fmt::format("m {} k {} n {} {}->{}{}{}", c.m, c.k, c.n, dt_name(c.ab), dt_name(c.out),
+                     c.accumulate ? " accumulate" : "", c.bias ? " bias" : "");
+}
+
+// A device batch of one sequence of `rows` token rows in a bucket of `bucket_rows` (>= rows).
+std::unique_ptr<DeviceBatch> rows_batch(uint32_t rows, uint32_t bucket_rows) {
+  std::mt19937 rng(rows);
+  return device_batch(make_batch({rows}, {0}, 16, rng), ir::Bucket{bucket_rows, 1, bucket_rows});
+}
+
+struct Operands {
+  std::vector<float> a, w, c, bias;  // as the device holds them (16-bit values already rounded)
+  DeviceBuffer ad, wd, bd;
+};
+
+Operands make_operands(const Case& c, std::mt19937& rng) {
+  Operands o;
+  o.a = rounded_to(random_floats(size_t{c.m} * c.k, rng), c.ab);
+  o.w = rounded_to(random_floats(size_t{c.n} * c.k, rng, 1.0f / std::sqrt(static_cast<float>(c.k))), c.ab);
+  o.c = rounded_to(random_floats(size_t{c.m} * c.n, rng), c.out);
+  o.bias = random_floats(c.n, rng);
+  o.ad = typed_buffer(o.a, c.ab);
+  o.wd = typed_buffer(o.w, c.ab);
+  o.bd = to_device(o.bias);
+  return o;
+}
+
+// Runs the GEMM on rows [first, first + rows) of the operands in a bucket of bucket_rows; the output
+// buffer holds those rows' prior values (accumulate) or the sentinel, padding rows the sentinel.
+std::vector<float> run_gemm(const Case& c, const Operands& o, uint32_t first, uint32_t rows, uint32_t bucket_rows) {
+  std::vector<float> a(o.a.begin() + size_t{first} * c.k, o.a.begin() + size_t{first + rows} * c.k);
+  a.resize(size_t{bucket_rows} * c.k, kSentinel);
+  std::vector<float> prior(size_t{bucket_rows} * c.n, kSentinel);
+  if (c.accumulate) std::copy(o.c.begin() + size_t{first} * c.n, o.c.begin() + size_t{first + rows} * c.n, prior.begin());
+  DeviceBuffer ad = typed_buffer(a, c.ab), od = typed_buffer(prior, c.out);
+  const auto batch = rows_batch(rows, bucket_rows);
+  run_step(gemm_decode_step(batch->ctx, make_loc(ad, ir::Rows::kTokens, c.k, c.ab, "a"),
+                            make_loc(od, ir::Rows::kTokens, c.n, c.out, "out"), o.wd.data(),
+                            c.bias ? o.bd.as<float>() : nullptr, c.accumulate));
+  return read_floats(od, size_t{bucket_rows} * c.n, c.out);
+}
+
+class GemmDecodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TANDEM_REQUIRE_GPU();
+    ASSERT_NE(gpu().modules, nullptr);
+  }
+};
+
+TEST_F(GemmDecodeTest, MatchesFloat64) {
+  std::mt19937 rng(5);
+  std::vector<Case> cases;
+  for (Dt ab : {Dt::kBF16, Dt::kF16}) {
+    if (emulated()) {
+      // Small n keeps the emulator quick; k 4096 takes the 8-way K split, 136 a partial 32-wide chunk.
+      cases.push_back({3, 64, 48, ab, Dt::kF32, false, false});
+      cases.push_back({37, 136, 40, ab, ab, false, true});
+      cases.push_back({5, 4096, 24, ab, Dt::kF32, true, false});
+      cases.push_back({1, 1024, 200, ab, Dt::kF32, true, true});
+      cases.push_back({33, 256, 17, ab, ab, false, false});
+    } else {
+      // Qwen3-8B's q/o (4096 -> 4096), k/v (4096 -> 1024), gate_up (4096 -> 24576), down (12288 -> 4096).
+      cases.push_back({37, 4096, 4096, ab, Dt::kF32, true, false});
+      cases.push_back({1, 4096, 1024, ab, ab, false, true});
+      cases.push_back({3, 4096, 24576, ab, ab, false, false});
+      cases.push_back({5, 12288, 4096, ab, Dt::kF32, true, false});
+      cases.push_back({1, 4096, 151936, ab, Dt::kF32, false, false});  // the LM head
+      cases.push_back({33, 136, 40, ab, ab, false, true});
+    }
+  }
+  for (const Case& c : cases) {
+    const Operands o = make_operands(c, rng);
+    const uint32_t bucket = c.m + 3;  // padding rows must keep the sentinel
+    const std::vector<float> got = run_gemm(c, o, 0, c.m, bucket);
+    std::vector<double> want(size_t{c.m} * c.n);
+    for (uint32_t r = 0; r < c.m; ++r) {
+      for (uint32_t j = 0; j < c.n; ++j) {
+        double s = 0.0;
+        for (uint32_t i = 0; i < c.k; ++i) s += double{o.a[size_t{r} * c.k + i]} * o.w[size_t{j} * c.k + i];
+        if (c.bias) s += o.bias[j];
+        if (c.accumulate) s += o.c[size_t{r} * c.n + j];
+        want[size_t{r} * c.n + j] = s;
+      }
+    }
+    expect_rows(got, want, c.m, c.n, 2e-5 + storage_tolerance(c.out), describe(c));
+  }
+}
+
+// Every row of an m-row batch has exactly the bits it has alone (m = 1), BF16 and F16, on a shape with
+// the 8-way K split and a partial column tile.
+TEST_F(GemmDecodeTest, RowBitsDoNotDependOnTheRowCount) {
+  std::mt19937 rng(8);
+  const uint32_t k = emulated() ? 1024 : 4096, n = emulated() ? 24 : 4104;
+  ASSERT_EQ(gemm_decode_split(k, n).splits, 8u);
+  for (Dt ab : {Dt::kBF16, Dt::kF16}) {
+    const Case all{512, k, n, ab, Dt::kF32, true, true};
+    const Operands o = make_operands(all, rng);
+    std::vector<std::vector<float>> alone(all.m);
+    for (uint32_t r = 0; r < all.m; ++r) {
+      alone[r] = run_gemm(all, o, r, 1, 1);
+      ASSERT_EQ(alone[r].size(), n);
+    }
+    for (uint32_t m : {1u, 3u, 16u, 37u, 512u}) {
+      const std::vector<float> got = run_gemm(all, o, 0, m, m);
+      for (uint32_t r = 0; r < m; ++r) {
+        ASSERT_EQ(std::memcmp(got.data() + size_t{r} * n, alone[r].data(), n * sizeof(float)), 0)
+            << dt_name(ab) << ": row " << r << " of " << m << " differs from the row alone";
+      }
+    }
+  }
+}
+
+// The split is a function of (k, n): the decoder's shapes get enough warps for 132 SMs at one row.
+TEST(GemmDecodeSplit, FromKAndNOnly) {
+  const auto split = [](uint32_t k, uint32_t n) {
+    const GemmDecodeSplit s = gemm_decode_split(k, n);
+    return std::make_pair(s.splits, s.slice_chunks);
+  };
+  EXPECT_EQ(split(4096, 4096), std::make_pair(8u, 16u));     // q, o: 256 tiles × 8
+  EXPECT_EQ(split(4096, 1024), std::make_pair(8u, 16u));     // k, v
+  EXPECT_EQ(split(4096, 24576), std::make_pair(2u, 64u));    // gate_up: 1,536 tiles × 2
+  EXPECT_EQ(split(12288, 4096), std::make_pair(8u, 48u));    // down
+  EXPECT_EQ(split(4096, 151936), std::make_pair(1u, 128u));  // LM head: 9,496 tiles
+  EXPECT_EQ(split(64, 48), std::make_pair(1u, 2u));          // too short to split
+  EXPECT_EQ(split(136, 40), std::make_pair(1u, 5u));
+}
+
+size_t decode_steps(const CudaPlan& plan) {
+  size_t count = 0;
+  for (const Step& s : plan.steps()) {
+    const auto* k = std::get_if<KernelStep>(&s);
+    if (k == nullptr) continue;
+    for (KernelId id : {KernelId::gemm_decode_f16_f32, KernelId::gemm_decode_f16_f16, KernelId::gemm_decode_bf16_f32,
+                        KernelId::gemm_decode_bf16_bf16}) {
+      count += k->id == id ? 1 : 0;
+    }
+  }
+  return count;
+}
+
+// A 16-bit target's plans: every GEMM on the decode GEMM up to 1,024 rows; a 2,048-token prefill bucket's
+// token GEMMs on cuBLASLt (its LM head over 256 pick rows stays on the decode GEMM); FP32 on cuBLASLt.
+TEST_F(GemmDecodeTest, DecoderPlansRunItUpToTheLine) {
+  testing::TargetShape shape;
+  shape.hidden = 64;
+  shape.layers = 2;
+  shape.head_dim = 32;  // the CUDA cache attention's smallest
+  shape.ffn = 96;
+  const testing::TinyTarget t = testing::random_target(shape, 3);
+  auto graph = models::qwen3::build_target_graph(t.cfg, {});
+  ASSERT_TRUE(graph.ok()) << graph.error().message();
+  size_t gemm_ops = 0;
+  for (const ir::Op& op : graph->ops) gemm_ops += std::holds_alternative<ir::Gemm>(op) ? 1 : 0;
+  const size_t layers = t.cfg.num_hidden_layers;
+  ASSERT_EQ(gemm_ops, 6 * layers + 1);  // q, k, v, o, gate_up, down per layer, the LM head
+  for (ir::Precision p : {ir::Precision::kBF16, ir::Precision::kF16, ir::Precision::kF32}) {
+    CudaOptions options;
+    options.precision = p;
+    options.gemm_probe = false;  // the routing is under test, not cuBLASLt's choices: keeps the emulator quick
+    options.graphs = false;
+    auto backend = make_cuda_backend(options);
+    ASSERT_TRUE(backend.ok()) << backend.error().message();
+    const ir::Graph* graphs[] = {&graph.value()};
+    auto weights = (*backend)->upload(*t.weights, graphs);
+    ASSERT_TRUE(weights.ok()) << weights.error().message();
+    std::vector<ir::Bucket> buckets = {ir::Bucket{1, 1, 1}, ir::Bucket{512, 32, 512}};
+    if (p == ir::Precision::kBF16) buckets.push_back(ir::Bucket{2048, 64, 256});
+    for (const ir::Bucket& bucket : buckets) {
+      auto plan = (*backend)->lower(**weights, *graph, bucket);
+      ASSERT_TRUE(plan.ok()) << plan.error().message();
+      const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
+      ASSERT_NE(cp, nullptr);
+      const std::string what = std::string(ir::to_string(p)) + " bucket " + ir::to_string(bucket);
+      const bool big = bucket.tokens > kDecodeGemmMaxRows;
+      if (p == ir::Precision::kF32) {
+        EXPECT_EQ(decode_steps(*cp), 0u) << what;
+      } else {
+        EXPECT_EQ(decode_steps(*cp), big ? 1u : gemm_ops) << what;
+        EXPECT_EQ(cp->gemms().empty(), !big) << what;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::cuda::test
