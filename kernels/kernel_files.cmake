@@ -29,4 +29,5 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/argmax.cu
   ${CMAKE_CURRENT_LIST_DIR}/top_k.cu
   ${CMAKE_CURRENT_LIST_DIR}/sample.cu
+  ${CMAKE_CURRENT_LIST_DIR}/qgemm.cu
 )

@@ -85,7 +85,14 @@
   X(cache_attention_combine_bf16, CacheAttentionArgs, "cache_attention.cu") \
   X(argmax_f32_u32, ArgmaxArgs, "argmax.cu")                                \
   X(top_k_f32_u32, TopKArgs, "top_k.cu")                                    \
-  X(sample_f32_u32, SampleArgs, "sample.cu")
+  X(sample_f32_u32, SampleArgs, "sample.cu")                                \
+  X(qgemm_f32_f32, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_f16_f16, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_f16_f32, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_f32_f16, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_bf16_bf16, QGemmArgs, "qgemm.cu")                                 \
+  X(qgemm_bf16_f32, QGemmArgs, "qgemm.cu")                                  \
+  X(qgemm_f32_bf16, QGemmArgs, "qgemm.cu")
 
 namespace tandem::cuda {
 
@@ -107,7 +114,8 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
                                 kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
-                                kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs>;
+                                kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
+                                kernels::QGemmArgs>;
 
 struct KernelInfo {
   const char* entry;
