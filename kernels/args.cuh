@@ -212,6 +212,29 @@ struct DynConvArgs {
   unsigned accumulate;
 };
 
+// Quantized GEMM (graph.h QGemm, docs/quantization.md): out = act(x · dequant(W)ᵀ + bias), or out += the
+// same for accumulate, on the real rows. W's codes are int8 [cols, k] or int4 [cols, k / 2] (column 2j in
+// the low nibble, 2j + 1 in the high one, stored q + 8), scaled per row and group of `group` columns by
+// F16 or BF16 scales [cols, k / group]. One warp per output column streams its codes once per tile of
+// kQGemmRows rows; kQGemmWarps warps per block.
+enum : unsigned { kQGemmWarps = 8, kQGemmRows = 8 };
+struct QGemmArgs {
+  void* out;                     // [rows, cols] of the out type
+  const void* x;                 // [rows, k] of the in type
+  const void* codes;             // cols rows of k · bits / 8 bytes
+  const unsigned short* scales;  // [cols, k / group]: F16 or BF16 bits
+  const float* bias;             // [cols] or null
+  const unsigned* n;
+  unsigned kind;
+  unsigned cols;
+  unsigned k;                    // a multiple of 32 (lowering checks)
+  unsigned bits;                 // 8 or 4
+  unsigned group;                // a multiple of 32 dividing k
+  unsigned scale_bf16;           // 1: BF16 scales, 0: F16
+  unsigned act;                  // kActNone, kActGelu or kActRelu
+  unsigned accumulate;           // 1: out += the product (act kActNone)
+};
+
 // The persistent caches of a bound State, as the index buffer lists them: per cache, the device
 // addresses of its K and V arrays, each [slots][capacity][width] of the plan's cache element type.
 struct CacheTable {

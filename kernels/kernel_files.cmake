@@ -30,4 +30,5 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/top_k.cu
   ${CMAKE_CURRENT_LIST_DIR}/sample.cu
   ${CMAKE_CURRENT_LIST_DIR}/gemm_decode.cu
+  ${CMAKE_CURRENT_LIST_DIR}/qgemm.cu
 )

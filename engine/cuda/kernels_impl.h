@@ -89,7 +89,14 @@
   X(gemm_decode_f16_f32, GemmDecodeArgs, "gemm_decode.cu")                  \
   X(gemm_decode_f16_f16, GemmDecodeArgs, "gemm_decode.cu")                  \
   X(gemm_decode_bf16_f32, GemmDecodeArgs, "gemm_decode.cu")                 \
-  X(gemm_decode_bf16_bf16, GemmDecodeArgs, "gemm_decode.cu")
+  X(gemm_decode_bf16_bf16, GemmDecodeArgs, "gemm_decode.cu")               \
+  X(qgemm_f32_f32, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_f16_f16, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_f16_f32, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_f32_f16, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_bf16_bf16, QGemmArgs, "qgemm.cu")                                 \
+  X(qgemm_bf16_f32, QGemmArgs, "qgemm.cu")                                  \
+  X(qgemm_f32_bf16, QGemmArgs, "qgemm.cu")
 
 namespace tandem::cuda {
 
@@ -112,7 +119,7 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
                                 kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
                                 kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
-                                kernels::GemmDecodeArgs>;
+                                kernels::GemmDecodeArgs, kernels::QGemmArgs>;
 
 struct KernelInfo {
   const char* entry;

@@ -41,7 +41,7 @@ class Lowering {
   Status lower(size_t i, const ir::LayerNorm& o);
   Status lower(size_t i, const ir::RmsNorm& o);
   Status lower(size_t i, const ir::Gemm& o);
-  Status lower(size_t i, const ir::QGemm& o) { return not_run(i, o); }  // supports() refuses it first
+  Status lower(size_t i, const ir::QGemm& o);
   Status lower(size_t i, const ir::Rope& o);
   Status lower(size_t i, const ir::GeGlu& o);
   Status lower(size_t i, const ir::SwiGlu& o);
@@ -395,6 +395,51 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
     TANDEM_TRY(add(bias_act_step(ctx_, out, fused ? nullptr : b, act), where + " (bias and activation)"));
   }
   return {};
+}
+
+// Codes and scales as uploaded (weights.cpp: raw bytes), read by the qgemm kernel as they are.
+Status Lowering::lower(size_t i, const ir::QGemm& op) {
+  const std::string where = label(i, ir::Op(op));
+  TANDEM_ASSIGN(const Loc a, loc(op.a));
+  TANDEM_ASSIGN(const Loc out, loc(op.out));
+  TANDEM_ASSIGN(const DeviceTensor* w, tensor(op.w));
+  TANDEM_ASSIGN(const DeviceTensor* s, tensor(op.scales));
+  TANDEM_ASSIGN(const float* b, bias(op.b));
+  const DType codes = op.bits == 8 ? DType::kI8 : DType::kU8;
+  if (w->raw.data() == nullptr || w->raw_dtype != codes) {
+    return Error::make(ErrorKind::kFormat, "{}: codes {} {} are {} on the device, expected {}", where,
+                       graph_.weight(op.w).name(), shape_string(w->shape),
+                       w->raw.data() == nullptr ? std::string_view("not uploaded") : to_string(w->raw_dtype),
+                       to_string(codes));
+  }
+  if (s->raw.data() == nullptr || (s->raw_dtype != DType::kF16 && s->raw_dtype != DType::kBF16)) {
+    return Error::make(ErrorKind::kFormat, "{}: scales {} {} are {} on the device, expected F16 or BF16", where,
+                       graph_.weight(op.scales).name(), shape_string(s->shape),
+                       s->raw.data() == nullptr ? std::string_view("not uploaded") : to_string(s->raw_dtype));
+  }
+  const std::vector<uint64_t> want_w{out.width, uint64_t{a.width} * op.bits / 8};
+  const std::vector<uint64_t> want_s{out.width, op.group == 0 ? 0 : a.width / op.group};
+  if (w->shape != want_w || s->shape != want_s) {
+    return Error::make(ErrorKind::kShape, "{}: codes {} are {} and scales {} are {} for {} to {}, expected {} and {}",
+                       where, graph_.weight(op.w).name(), shape_string(w->shape), graph_.weight(op.scales).name(),
+                       shape_string(s->shape), a.describe(), out.describe(), shape_string(want_w),
+                       shape_string(want_s));
+  }
+  QuantWeight q;
+  q.codes = w->raw.data();
+  q.scales = s->raw.as<const uint16_t>();
+  q.scale_bf16 = s->raw_dtype == DType::kBF16;
+  q.bits = op.bits;
+  q.group = op.group;
+  unsigned act = kernels::kActNone;
+  bool accumulate = false;
+  switch (op.epilogue) {
+    case ir::Epilogue::kNone: break;
+    case ir::Epilogue::kGelu: act = kernels::kActGelu; break;
+    case ir::Epilogue::kRelu: act = kernels::kActRelu; break;
+    case ir::Epilogue::kAccumulate: accumulate = true; break;
+  }
+  return add(qgemm_step(ctx_, a, q, b, act, accumulate, out), where);
 }
 
 Status Lowering::lower(size_t i, const ir::Embed& o) {

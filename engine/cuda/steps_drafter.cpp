@@ -1,5 +1,6 @@
-// Launchers of the drafter's families (steps_impl.h): input (tap rows from the run's feature source) and
-// dyn_conv (DFlash 2, dflash.md §3.2). Shapes and element types are checked here, at lowering.
+// Launchers of the drafter's families (steps_impl.h): input (tap rows from the run's feature source),
+// dyn_conv (DFlash 2, dflash.md §3.2) and qgemm (quantized weights, docs/quantization.md). Shapes and
+// element types are checked here, at lowering.
 #include <algorithm>
 
 #include "engine/cuda/steps_impl.h"
@@ -75,6 +76,49 @@ Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& 
   s.block = dim3(kThreads);
   s.args = kernels::DynConvArgs{out.ptr, x.ptr,    d.ptr, base,  c.ix.seq, c.ix.cu, c.ix.n, x.width,
                                 taps,    group,    stage, accumulate ? 1u : 0u};
+  return s;
+}
+
+Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
+                              unsigned act, bool accumulate, const Loc& out) {
+  const std::string what = fmt::format("{} into {} (int{} codes, groups of {})", x.describe(), out.describe(), w.bits,
+                                       w.group);
+  if (x.rows != out.rows || x.ptr == out.ptr || w.codes == nullptr || w.scales == nullptr) {
+    return mismatch("qgemm", what + ": x and out must be distinct values of one row kind, with codes and scales");
+  }
+  if ((w.bits != 8 && w.bits != 4) || w.group == 0 || w.group % 32 != 0 || x.width % w.group != 0) {
+    return mismatch("qgemm", what + ": bits 8 or 4, a group that is a multiple of 32 and divides k");
+  }
+  if (accumulate && act != kernels::kActNone) return mismatch("qgemm", what + ": accumulate takes no activation");
+  KernelStep s;
+  const auto variant = [&]() -> Result<KernelId> {
+    switch (x.type) {
+      case Dt::kF32:
+        if (out.type == Dt::kF32) return KernelId::qgemm_f32_f32;
+        if (out.type == Dt::kF16) return KernelId::qgemm_f32_f16;
+        if (out.type == Dt::kBF16) return KernelId::qgemm_f32_bf16;
+        break;
+      case Dt::kF16:
+        if (out.type == Dt::kF16) return KernelId::qgemm_f16_f16;
+        if (out.type == Dt::kF32) return KernelId::qgemm_f16_f32;
+        break;
+      case Dt::kBF16:
+        if (out.type == Dt::kBF16) return KernelId::qgemm_bf16_bf16;
+        if (out.type == Dt::kF32) return KernelId::qgemm_bf16_f32;
+        break;
+      case Dt::kU32: break;
+    }
+    return mismatch("qgemm", what + ": the output must be FP32, the input's type, or 16-bit from FP32");
+  };
+  TANDEM_ASSIGN(s.id, variant());
+  const uint64_t col_blocks = (uint64_t{out.width} + kernels::kQGemmWarps - 1) / kernels::kQGemmWarps;
+  const uint64_t row_tiles = (uint64_t{c.bucket.rows(x.rows)} + kernels::kQGemmRows - 1) / kernels::kQGemmRows;
+  s.grid = dim3(static_cast<unsigned>(std::clamp<uint64_t>(col_blocks, 1, 65535)),
+                static_cast<unsigned>(std::clamp<uint64_t>(row_tiles, 1, 65535)));
+  s.block = dim3(kernels::kQGemmWarps * 32);
+  s.args = kernels::QGemmArgs{out.ptr,  x.ptr,      w.codes,   w.scales,           bias,
+                              c.ix.n,   x.kind(),   out.width, x.width,            w.bits,
+                              w.group,  w.scale_bf16 ? 1u : 0u, act, accumulate ? 1u : 0u};
   return s;
 }
 

@@ -124,6 +124,19 @@ Result<KernelStep> input_step(const StepContext& c, const Loc& out);
 // [2, taps, width]; accumulate adds into out.
 Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& d, const float* base, const Loc& out,
                                  uint32_t stage, uint32_t taps, uint32_t group, bool accumulate);
+// A QGemm's weight on the device: codes (bits 8: int8 [cols, k]; 4: packed [cols, k / 2]) and the scales,
+// F16 or BF16 bits [cols, k / group], as uploaded.
+struct QuantWeight {
+  const void* codes = nullptr;
+  const uint16_t* scales = nullptr;
+  bool scale_bf16 = false;
+  uint32_t bits = 8;
+  uint32_t group = 0;
+};
+// QGemm: out = act(x · dequant(W)ᵀ + bias) (accumulate: out += it, act none); x FP32 or 16-bit, out FP32,
+// x's type or (from FP32 x) a 16-bit type; k a multiple of 32 and of the group, the group a multiple of 32.
+Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
+                              unsigned act, bool accumulate, const Loc& out);
 // k and v must be token rows of the cache's element type `cache_type`, `width` wide.
 Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type);
 

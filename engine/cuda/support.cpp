@@ -32,9 +32,13 @@ struct Support {
   Status operator()(const ir::LayerNorm&) const { return scorer("layer_norm"); }
   Status operator()(const ir::RmsNorm&) const { return yes(); }
   Status operator()(const ir::Gemm&) const { return yes(); }
+  // The kernel reads 8 codes per lane and one scale per 8 codes: groups of whole multiples of 32.
   Status operator()(const ir::QGemm& o) const {
-    return Error::make(ErrorKind::kUnsupported, "qgemm (int{} group {}) has no CUDA kernel yet; run the quantized "
-                       "drafter on the cpu backend", o.bits, o.group);
+    if (o.group % 32 != 0) {
+      return Error::make(ErrorKind::kUnsupported, "qgemm (int{}) with groups of {} (the CUDA kernel takes multiples "
+                         "of 32)", o.bits, o.group);
+    }
+    return yes();
   }
   Status operator()(const ir::Rope& o) const {
     if (graph.caches.empty()) return scorer("rope");

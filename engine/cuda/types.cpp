@@ -39,6 +39,9 @@ std::vector<Dt> value_types(const ir::Graph& graph, ir::Precision precision) {
     if (const auto* g = std::get_if<ir::Gemm>(&op); g != nullptr && g->epilogue == ir::Epilogue::kAccumulate) {
       f32(g->out);
     }
+    if (const auto* q = std::get_if<ir::QGemm>(&op); q != nullptr && q->epilogue == ir::Epilogue::kAccumulate) {
+      f32(q->out);
+    }
     if (const auto* t = std::get_if<ir::AddType>(&op)) f32(t->h);
     if (const auto* a = std::get_if<ir::Attention>(&op)) {
       f32(a->qkv);
@@ -67,6 +70,9 @@ std::vector<Dt> value_types(const ir::Graph& graph, ir::Precision precision) {
       if (const auto* g = std::get_if<ir::Gemm>(&op)) {
         in = g->a;
         out = g->out;
+      } else if (const auto* q = std::get_if<ir::QGemm>(&op)) {
+        in = q->a;
+        out = q->out;
       } else if (const auto* m = std::get_if<ir::PickRows>(&op)) {
         in = m->h;
         out = m->out;

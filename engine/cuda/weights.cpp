@@ -14,7 +14,7 @@ constexpr size_t kChunk = size_t{1} << 22;  // elements converted per host pass
 
 struct Need {
   const ir::WeightRef* ref = nullptr;
-  bool f32 = false, half = false;
+  bool f32 = false, half = false, raw = false;
 };
 
 // Which weights the graphs read, and in which element types.
@@ -23,17 +23,31 @@ Result<std::map<std::string, Need>> collect(std::span<const ir::Graph* const> gr
   for (const ir::Graph* g : graphs) {
     std::vector<bool> gemm_weight(g->weights.size(), false);
     std::vector<bool> other_use(g->weights.size(), false);
+    std::vector<bool> raw_use(g->weights.size(), false);  // a QGemm's codes and scales
     for (const ir::Op& op : g->ops) {
+      if (const auto* q = std::get_if<ir::QGemm>(&op)) {
+        raw_use[q->w.index] = true;
+        raw_use[q->scales.index] = true;
+        if (q->b) other_use[q->b->index] = true;
+      }
       if (const auto* gm = std::get_if<ir::Gemm>(&op)) {
         gemm_weight[gm->w.index] = true;
         if (gm->b) other_use[gm->b->index] = true;
       }
-      // Tables are read as FP32 rows even when a GEMM also multiplies by them (a tied LM head).
+      // Tables are read as FP32 rows even when a GEMM also multiplies by them (a tied LM head); norms,
+      // biases and DFlash 2's base kernels as FP32 by kernels. A weight the graph declares but none of its
+      // ops reads (a drafter's settle graph holds every layer's) needs nothing here.
       if (const auto* e = std::get_if<ir::Embed>(&op)) other_use[e->table.index] = true;
       if (const auto* t = std::get_if<ir::AddType>(&op)) other_use[t->table.index] = true;
+      if (const auto* ln = std::get_if<ir::LayerNorm>(&op)) {
+        other_use[ln->w.index] = true;
+        if (ln->b) other_use[ln->b->index] = true;
+      }
+      if (const auto* rn = std::get_if<ir::RmsNorm>(&op)) other_use[rn->w.index] = true;
+      if (const auto* hn = std::get_if<ir::HeadRmsNorm>(&op)) other_use[hn->w.index] = true;
+      if (const auto* dc = std::get_if<ir::DynConv>(&op)) other_use[dc->base.index] = true;
     }
     for (size_t i = 0; i < g->weights.size(); ++i) {
-      if (!gemm_weight[i]) other_use[i] = true;  // norms, biases, tables: read as FP32 by kernels
       const ir::WeightRef& ref = g->weights[i];
       Need& n = needs[ref.name()];
       if (n.ref != nullptr && n.ref->shape != ref.shape) {
@@ -43,6 +57,7 @@ Result<std::map<std::string, Need>> collect(std::span<const ir::Graph* const> gr
       n.ref = &ref;
       const bool gemm_half = gemm_weight[i] && precision != ir::Precision::kF32;
       n.half = n.half || gemm_half;
+      n.raw = n.raw || raw_use[i];
       n.f32 = n.f32 || other_use[i] || (gemm_weight[i] && !gemm_half);
     }
   }
@@ -76,6 +91,32 @@ uint64_t numel(const std::vector<uint64_t>& shape) {
   return n;
 }
 
+// The parts' bytes as stored, stacked into t.raw: every part of one dtype.
+Status upload_raw(const Device& device, const std::string& name, const std::vector<TensorView>& views, DeviceTensor& t) {
+  uint64_t bytes = 0;
+  for (const TensorView& v : views) {
+    if (v.dtype != views.front().dtype) {
+      return Error::make(ErrorKind::kFormat, "weight {}: its parts are {} and {}; a quantized weight's parts share "
+                         "one dtype", name, to_string(views.front().dtype), to_string(v.dtype));
+    }
+    bytes += v.numel() * dtype_size(v.dtype);
+  }
+  t.raw_dtype = views.front().dtype;
+  TANDEM_ASSIGN(t.raw, DeviceBuffer::make(bytes, "weight " + name + " (as stored)"));
+  uint64_t at = 0;
+  for (const TensorView& v : views) {
+    const uint64_t n = v.numel() * dtype_size(v.dtype);
+    // INVARIANT: the parts' bytes sum to the buffer's size (counted above); the checkpoint's mapping
+    // outlives the copy, which is drained before returning.
+    if (n > 0) {
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.raw.as<unsigned char>() + at, v.data, n, cudaMemcpyHostToDevice,
+                                        device.stream()));
+    }
+    at += n;
+  }
+  return device.synchronize();
+}
+
 Status upload_one(const Device& device, const WeightSource& source, const Need& need, ir::Precision precision,
                   DeviceTensor& t) {
   const bool bf16 = precision == ir::Precision::kBF16;
@@ -83,6 +124,8 @@ Status upload_one(const Device& device, const WeightSource& source, const Need& 
   TANDEM_ASSIGN(std::vector<TensorView> views, parts_of(source, *need.ref));
   const uint64_t total = numel(need.ref->shape);
   t.shape = need.ref->shape;
+  if (need.raw) TANDEM_TRY(upload_raw(device, name, views, t));
+  if (!need.f32 && !need.half) return {};
   if (need.f32) {
     TANDEM_ASSIGN(t.f32, DeviceBuffer::make(total * 4, "weight " + name));
   }
@@ -121,7 +164,7 @@ Status upload_one(const Device& device, const WeightSource& source, const Need& 
 
 size_t CudaWeights::bytes() const {
   size_t total = 0;
-  for (const auto& [name, t] : tensors_) total += t.f32.bytes() + t.half.bytes();
+  for (const auto& [name, t] : tensors_) total += t.f32.bytes() + t.half.bytes() + t.raw.bytes();
   return total;
 }
 

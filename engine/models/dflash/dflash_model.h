@@ -129,6 +129,8 @@ class Drafter {
   Drafter& operator=(const Drafter&) = delete;
 
   const DrafterSetup& setup() const { return setup_; }
+  // The drafter's weights as its backend holds them (bytes(): what they take there).
+  const ir::Weights& weights() const { return *weights_; }
   uint32_t version() const { return setup_.cfg.version; }
   uint32_t block_size() const { return setup_.block_size; }
   uint32_t draft_vocab() const { return setup_.draft_vocab; }

@@ -1,0 +1,198 @@
+// Quantized DFlash drafters on CUDA plans (issue 14): after settling each fixture case's context taps, the
+// block logits (and v2's selector rows) of int8 / int4 drafters (quantized at load, and the v1-int4
+// checkpoint as stored) against the CPU backend running the same codes; and the device holds the codes
+// and scales, not a float copy: the drafter's device bytes are the float drafter's less exactly what
+// quantizing its GEMM matrices saves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/io/safetensors.h"
+#include "engine/models/dflash/dflash_model.h"
+#include "tests/engine/cuda/gpu_test_util.h"
+
+namespace tandem::cuda::test {
+namespace {
+
+using json = nlohmann::json;
+using models::dflash::BlockOut;
+using models::dflash::BlockRows;
+using models::dflash::Drafter;
+using models::dflash::DrafterOptions;
+using models::dflash::Quantization;
+using models::dflash::SettleRows;
+
+const std::string kRoot = TANDEM_SOURCE_DIR;
+
+// Both backends run the same codes and scales in FP32: an FP32 plan differs from the CPU only in the
+// order of its f32 sums (1e-4 of max(1, |cpu|), as for float drafters). A BF16 plan rounds activations
+// to 8 bits: 5e-2 of the row's largest |logit|, the float drafters' BF16 bound (drafter_test.cpp).
+double tolerance(ir::Precision p) { return p == ir::Precision::kF32 ? 1e-4 : 5e-2; }
+
+json load_reference() {
+  std::ifstream f(kRoot + "/tests/fixtures/dflash/reference.json");
+  if (!f) {
+    ADD_FAILURE() << "missing fixture tests/fixtures/dflash/reference.json";
+    return json();
+  }
+  return json::parse(f, nullptr, /*allow_exceptions=*/false);
+}
+
+std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision) {
+  CudaOptions o;
+  o.precision = precision;
+  auto b = make_cuda_backend(o);
+  EXPECT_TRUE(b.ok()) << b.error().message();
+  return b.ok() ? std::move(b).value() : nullptr;
+}
+
+// The worst |got − want| / scale (by row: the row's largest |want|, else max(1, |want|)); fails naming
+// the first element past tol.
+double compare(const ir::Tensor2& got, const ir::Tensor2& want, double tol, bool by_row, const std::string& what) {
+  EXPECT_EQ(got.rows, want.rows) << what;
+  EXPECT_EQ(got.width, want.width) << what;
+  if (got.rows != want.rows || got.width != want.width) return 1e30;
+  double worst = 0.0;
+  for (uint32_t r = 0; r < want.rows; ++r) {
+    double scale = 1.0;
+    for (uint32_t c = 0; c < want.width; ++c) scale = std::max(scale, std::fabs(double{want.at(r, c)}));
+    for (uint32_t c = 0; c < want.width; ++c) {
+      const double w = want.at(r, c);
+      const double err = std::fabs(got.at(r, c) - w) / (by_row ? scale : std::max(1.0, std::fabs(w)));
+      worst = std::max(worst, err);
+      if (!(err <= tol)) {
+        ADD_FAILURE() << what << ": row " << r << " column " << c << " is " << got.at(r, c) << ", expected " << w
+                      << " (error " << err << ", bound " << tol << ")";
+        return worst;
+      }
+    }
+  }
+  return worst;
+}
+
+struct Drafted {
+  BlockOut out;
+  bool ok = false;
+};
+
+Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std::string& target_dir, const json& c,
+                         std::optional<Quantization> q) {
+  Drafted d;
+  const uint32_t a = c["context_len"], block = c["block_size"], anchor = c["anchor"];
+  std::optional<uint32_t> width;
+  if (c.contains("draft_vocab") && !c["draft_vocab"].is_null()) width = c["draft_vocab"].get<uint32_t>();
+  auto drafter = Drafter::open(backend, dir, target_dir, DrafterOptions{1, a + block, 0, width, nullptr, q});
+  EXPECT_TRUE(drafter.ok()) << drafter.error().message();
+  if (!drafter.ok()) return d;
+  std::vector<float> taps;
+  for (const json& row : c["taps"]) {
+    for (const json& x : row) taps.push_back(x.get<float>());
+  }
+  const SettleRows settle{0, taps, {}};
+  auto st = (*drafter)->settle({&settle, 1});
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  std::vector<BlockOut> out;
+  const BlockRows rows{0, anchor};
+  st = (*drafter)->draft({&rows, 1}, block, out);
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  if (!st.ok()) return d;
+  d.out = std::move(out[0]);
+  d.ok = true;
+  return d;
+}
+
+struct Variant {
+  std::string dir;                   // under tests/fixtures/dflash
+  std::optional<Quantization> q;     // nullopt: the checkpoint as stored
+  std::string name;
+};
+
+TEST(CudaQuantDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackendsQuantizedDrafter) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_reference();
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
+  auto cpu = cpu::make_cpu_backend(2);
+  // The emulator runs FP32 plans (the kernels' logic); the GPU runs BF16 too.
+  const std::vector<ir::Precision> precisions =
+      emulated() ? std::vector<ir::Precision>{ir::Precision::kF32}
+                 : std::vector<ir::Precision>{ir::Precision::kF32, ir::Precision::kBF16};
+  for (ir::Precision p : precisions) {
+    auto cuda = cuda_backend(p);
+    ASSERT_NE(cuda, nullptr);
+    for (const json& m : ref["drafters"]) {
+      const std::string base = m["dir"].get<std::string>();
+      std::vector<Variant> variants = {{base, Quantization::kInt8, base + " int8"},
+                                       {base, Quantization::kInt4, base + " int4"}};
+      if (m["version"].get<uint32_t>() == 1) {
+        variants.push_back({"tests/fixtures/dflash/v1-int4", std::nullopt, "v1-int4 checkpoint"});
+      }
+      for (const Variant& v : variants) {
+        double worst_logits = 0.0, worst_selector = 0.0;
+        for (size_t ci = 0; ci < m["cases"].size(); ++ci) {
+          const json& c = m["cases"][ci];
+          const std::string what = fmt::format("{} case {} at {}", v.name, ci, ir::to_string(p));
+          const std::string dir = kRoot + "/" + v.dir;
+          const Drafted want = settle_and_draft(*cpu, dir, target_dir, c, v.q);
+          const Drafted got = settle_and_draft(*cuda, dir, target_dir, c, v.q);
+          ASSERT_TRUE(want.ok && got.ok) << what;
+          const bool by_row = p != ir::Precision::kF32;
+          worst_logits = std::max(worst_logits, compare(got.out.logits, want.out.logits, tolerance(p), by_row,
+                                                        what + " logits"));
+          if (m["version"].get<uint32_t>() == 2) {
+            worst_selector = std::max(worst_selector, compare(got.out.selector, want.out.selector, tolerance(p),
+                                                              by_row, what + " selector rows"));
+          }
+        }
+        std::cerr << v.name << " at " << ir::to_string(p) << ": worst logits error " << worst_logits
+                  << ", selector " << worst_selector << "\n";
+      }
+    }
+  }
+}
+
+// What quantizing saves on the device: every GEMM module (fc, *_proj, the v2 kernel and selector
+// projections) of [n, k] held as 16-bit (BF16 plan) becomes n·k·bits/8 code bytes and n·k/64 F16 scales.
+TEST(CudaQuantDrafter, DeviceHoldsTheCodesAndScalesNotAFloatCopy) {
+  TANDEM_REQUIRE_GPU();
+  const std::string target_dir = kRoot + "/tests/fixtures/qwen3/tiny";
+  auto cuda = cuda_backend(ir::Precision::kBF16);
+  ASSERT_NE(cuda, nullptr);
+  for (const char* fixture : {"v1", "v2"}) {
+    const std::string dir = kRoot + "/tests/fixtures/dflash/" + fixture;
+    auto file = io::SafetensorsFile::open(dir + "/model.safetensors");
+    ASSERT_TRUE(file.ok()) << file.error().message();
+    uint64_t gemm_elements = 0, gemm_rows_groups = 0;
+    for (const std::string& name : (*file)->names()) {
+      const bool gemm = name == "fc.weight" || (name.size() > 12 && name.ends_with("_proj.weight")) ||
+                        name.ends_with("kernel_projection.weight") || name.ends_with("hidden_projection.weight");
+      if (!gemm) continue;
+      auto t = (*file)->tensor(name);
+      ASSERT_TRUE(t.ok()) << t.error().message();
+      ASSERT_EQ(t->shape.size(), 2u) << name;
+      gemm_elements += t->shape[0] * t->shape[1];
+      gemm_rows_groups += t->shape[0] * (t->shape[1] / models::dflash::kLoadGroupSize);
+    }
+    ASSERT_GT(gemm_elements, 0u) << fixture;
+    auto plain = Drafter::open(*cuda, dir, target_dir, DrafterOptions{1, 32, 0, std::nullopt, nullptr});
+    ASSERT_TRUE(plain.ok()) << plain.error().message();
+    const size_t float_bytes = (*plain)->weights().bytes();
+    for (auto [q, bits] : {std::pair{Quantization::kInt8, 8u}, std::pair{Quantization::kInt4, 4u}}) {
+      auto quant = Drafter::open(*cuda, dir, target_dir, DrafterOptions{1, 32, 0, std::nullopt, nullptr, q});
+      ASSERT_TRUE(quant.ok()) << quant.error().message();
+      const uint64_t want = float_bytes - 2 * gemm_elements + gemm_elements * bits / 8 + 2 * gemm_rows_groups;
+      EXPECT_EQ((*quant)->weights().bytes(), want) << fixture << " int" << bits << " (float drafter: " << float_bytes
+                                                   << " bytes)";
+      std::cerr << fixture << " int" << bits << ": " << (*quant)->weights().bytes() << " device bytes, BF16 "
+                << float_bytes << "\n";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::cuda::test
