@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "kernels/args.cuh"
+#include "kernels/selector_args.cuh"
 
 // X(entry, args, file)
 #define TANDEM_CUDA_KERNELS(X)                                  \
@@ -85,7 +86,8 @@
   X(cache_attention_combine_bf16, CacheAttentionArgs, "cache_attention.cu") \
   X(argmax_f32_u32, ArgmaxArgs, "argmax.cu")                                \
   X(top_k_f32_u32, TopKArgs, "top_k.cu")                                    \
-  X(sample_f32_u32, SampleArgs, "sample.cu")
+  X(sample_f32_u32, SampleArgs, "sample.cu")                                \
+  X(selector_walk_f32_u32, SelectorWalkArgs, "selector_walk.cu")
 
 namespace tandem::cuda {
 
@@ -107,7 +109,8 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
                                 kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
-                                kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs>;
+                                kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
+                                kernels::SelectorWalkArgs>;
 
 struct KernelInfo {
   const char* entry;
