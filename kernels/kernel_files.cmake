@@ -6,7 +6,6 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/tensor_core.cuh
   ${CMAKE_CURRENT_LIST_DIR}/attention.cuh
   ${CMAKE_CURRENT_LIST_DIR}/choice_keys.cuh
-  ${CMAKE_CURRENT_LIST_DIR}/selector_args.cuh
   ${CMAKE_CURRENT_LIST_DIR}/act_features.cu
   ${CMAKE_CURRENT_LIST_DIR}/add_type.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu

@@ -5,7 +5,6 @@
 // order and butterfly, and thread 0 picks (greedy, or the Gumbel draw of (seed, position, kGumbel, k))
 // and writes the pick and q = softmax(E / T).
 #include "prelude.cuh"
-#include "selector_args.cuh"
 
 using namespace tandem::kernels;
 using namespace tandem::kernels::choice;
@@ -16,16 +15,6 @@ constexpr unsigned kThreads = kSelectorThreads;
 constexpr unsigned kWarps = kThreads / 32;
 constexpr unsigned kMaxRank = 1024;  // bonus rows in shared memory; larger ranks are read in tiles
 constexpr unsigned kGumbel = 5;      // ir::Stream::kGumbel
-
-// f64 products and sums rounded once each, never fused, as the host reference computes them (host
-// builds of this file never fuse: x86-64 without -mfma).
-#if defined(__CUDACC__)
-TK_DEV double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-TK_DEV double add_rn(double a, double b) { return __dadd_rn(a, b); }
-#else
-TK_DEV double mul_rn(double a, double b) { return a * b; }
-TK_DEV double add_rn(double a, double b) { return a + b; }
-#endif
 
 TK_DEV unsigned lane() { return threadIdx.x & 31u; }
 TK_DEV unsigned warp() { return threadIdx.x >> 5; }

@@ -8,7 +8,6 @@
 #include <variant>
 
 #include "kernels/args.cuh"
-#include "kernels/selector_args.cuh"
 
 // X(entry, args, file)
 #define TANDEM_CUDA_KERNELS(X)                                  \
