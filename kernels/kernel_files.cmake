@@ -31,4 +31,5 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/sample.cu
   ${CMAKE_CURRENT_LIST_DIR}/gemm_decode.cu
   ${CMAKE_CURRENT_LIST_DIR}/qgemm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/selector_walk.cu
 )

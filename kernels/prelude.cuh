@@ -37,6 +37,9 @@ TK_DEV float shfl(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane);
 TK_DEV float fast_exp(float x) { return __expf(x); }
 TK_DEV float neg_inf() { return __int_as_float(0xff800000); }
 TK_DEV float bits_float(unsigned u) { return __uint_as_float(u); }
+// f64 products and sums rounded once each, never fused (where a kernel must match a host reference).
+TK_DEV double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+TK_DEV double add_rn(double a, double b) { return __dadd_rn(a, b); }
 
 }  // namespace tandem::kernels
 

@@ -293,6 +293,10 @@ void CpuBackend::run_op(CpuPlan& plan, size_t index, const ir::Batch& batch, Cpu
           [&](const ir::Argmax& o) { argmax(ex, mat(o.x), o.columns, mat(o.out)); },
           [&](const ir::TopK& o) { top_k(ex, mat(o.x), o.columns, o.k, mat(o.ids), mat(o.values)); },
           [&](const ir::Sample& o) { sample(ex, batch, mat(o.x), o.columns, mat(o.out)); },
+          [&](const ir::SelectorWalk& o) {
+            selector_walk(ex, batch, mat(o.cand), mat(o.values), mat(o.sel), values(o.predecessor),
+                          values(o.successor), o.softcap, o.multiplier, mat(o.ids), mat(o.q));
+          },
           [&](const ir::ActFeatures& o) { act_features(batch, mat(o.h), mat(o.logits), mat(o.out)); },
           [&](const ir::HeadRmsNorm& o) { head_rms_norm(ex, mat(o.x), values(o.w), o.heads, o.head_dim, o.eps); },
           [&](const ir::CacheAppend& o) { cache_append(batch, mat(o.k), mat(o.v), state->view(o.cache)); },

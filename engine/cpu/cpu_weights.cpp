@@ -33,6 +33,9 @@ std::vector<WeightNeeds> weight_needs(const ir::Graph& graph) {
       plain(hn->w);
     } else if (const auto* dc = std::get_if<ir::DynConv>(&op)) {
       plain(dc->base);
+    } else if (const auto* sw = std::get_if<ir::SelectorWalk>(&op)) {
+      plain(sw->predecessor);
+      plain(sw->successor);
     }
   }
   return needs;

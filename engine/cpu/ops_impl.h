@@ -83,6 +83,8 @@ void pick_rows(const ir::Batch& batch, Mat h, Mat out);
 void argmax(const Exec& ex, Mat x, uint32_t columns, Mat out);
 void top_k(const Exec& ex, Mat x, uint32_t columns, uint32_t k, Mat ids, Mat values);
 void sample(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t columns, Mat out);
+void selector_walk(const Exec& ex, const ir::Batch& batch, Mat cand, Mat values, Mat sel, const float* pred,
+                   const float* succ, float softcap, float multiplier, Mat ids, Mat q);
 
 // ---- scorer_ops.cpp ----
 void act_features(const ir::Batch& batch, Mat h, Mat logits, Mat out);

@@ -96,7 +96,8 @@
   X(qgemm_f32_f16, QGemmArgs, "qgemm.cu")                                   \
   X(qgemm_bf16_bf16, QGemmArgs, "qgemm.cu")                                 \
   X(qgemm_bf16_f32, QGemmArgs, "qgemm.cu")                                  \
-  X(qgemm_f32_bf16, QGemmArgs, "qgemm.cu")
+  X(qgemm_f32_bf16, QGemmArgs, "qgemm.cu")                                   \
+  X(selector_walk_f32_u32, SelectorWalkArgs, "selector_walk.cu")
 
 namespace tandem::cuda {
 
@@ -119,7 +120,8 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
                                 kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
                                 kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
-                                kernels::GemmDecodeArgs, kernels::QGemmArgs>;
+                                kernels::GemmDecodeArgs, kernels::QGemmArgs,
+                                kernels::SelectorWalkArgs>;
 
 struct KernelInfo {
   const char* entry;

@@ -58,6 +58,7 @@ class Lowering {
   Status lower(size_t i, const ir::Argmax& o);
   Status lower(size_t i, const ir::TopK& o);
   Status lower(size_t i, const ir::Sample& o);
+  Status lower(size_t i, const ir::SelectorWalk& o);
   // The ops this backend does not run yet: supports() refuses them before lowering starts.
   Status not_run(size_t i, const ir::Op& op) const;
   // Index past the Rope ops starting at i that the attention after them absorbs; i when not fusable.
@@ -601,6 +602,17 @@ Status Lowering::lower(size_t i, const ir::Sample& o) {
   TANDEM_ASSIGN(const Loc x, loc(o.x));
   TANDEM_ASSIGN(const Loc out, loc(o.out));
   return add(sample_step(ctx_, x, o.columns, out), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::SelectorWalk& o) {
+  TANDEM_ASSIGN(const Loc cand, loc(o.cand));
+  TANDEM_ASSIGN(const Loc values, loc(o.values));
+  TANDEM_ASSIGN(const Loc sel, loc(o.sel));
+  TANDEM_ASSIGN(const Loc ids, loc(o.ids));
+  TANDEM_ASSIGN(const Loc q, loc(o.q));
+  TANDEM_ASSIGN(const float* pred, f32_weight(o.predecessor));
+  TANDEM_ASSIGN(const float* succ, f32_weight(o.successor));
+  return add(selector_walk_step(ctx_, cand, values, sel, pred, succ, o.softcap, o.multiplier, ids, q), label(i, o));
 }
 
 Status Lowering::validate_launches() {

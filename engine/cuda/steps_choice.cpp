@@ -1,5 +1,5 @@
 // Launchers of the token-choice kernel families (steps_impl.h): argmax, top_k, sample, each one block per
-// logits row. Element types, widths and the column and k limits are checked here, at lowering.
+// logits row, and the DFlash 2 selector walk, one block per sequence. Element types, widths and the column and k limits are checked here, at lowering.
 #include <algorithm>
 
 #include "engine/cuda/steps_impl.h"
@@ -79,6 +79,55 @@ Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t colu
                                c.ix.n,
                                x.width,
                                columns};
+  return s;
+}
+
+Result<KernelStep> selector_walk_step(const StepContext& c, const Loc& cand, const Loc& values, const Loc& sel,
+                                      const float* pred, const float* succ, float softcap, float multiplier,
+                                      const Loc& ids, const Loc& q) {
+  const char* op = "selector_walk";
+  if (cand.rows != ir::Rows::kPicks || cand.type != Dt::kU32) {
+    return mismatch(op, "candidates " + cand.describe() + " must be U32 pick rows");
+  }
+  const uint32_t k = cand.width;
+  if (k == 0 || k > kernels::kTopKMax) {
+    return mismatch(op, fmt::format("{} candidates of {} (1 to {})", k, cand.describe(),
+                                    static_cast<unsigned>(kernels::kTopKMax)));
+  }
+  for (const Loc* l : {&values, &sel, &q}) {
+    if (l->type != Dt::kF32 || l->rows != cand.rows) {
+      return mismatch(op, fmt::format("{} must be FP32 over the rows of {}", l->describe(), cand.describe()));
+    }
+  }
+  if (values.width != k || q.width != k) {
+    return mismatch(op, fmt::format("values {} and q {} must be {} wide", values.describe(), q.describe(), k));
+  }
+  if (ids.type != Dt::kU32 || ids.width != 1 || ids.rows != cand.rows) {
+    return mismatch(op, fmt::format("ids {} must be U32, 1 wide, over the rows of {}", ids.describe(),
+                                    cand.describe()));
+  }
+  KernelStep s;
+  s.id = KernelId::selector_walk_f32_u32;
+  s.grid = dim3(row_blocks(c, ir::Rows::kSeqs));
+  s.block = dim3(kernels::kSelectorThreads);
+  s.args = kernels::SelectorWalkArgs{static_cast<unsigned*>(ids.ptr),
+                                     static_cast<float*>(q.ptr),
+                                     static_cast<const unsigned*>(cand.ptr),
+                                     static_cast<const float*>(values.ptr),
+                                     static_cast<const float*>(sel.ptr),
+                                     pred,
+                                     succ,
+                                     c.ix.ids,
+                                     c.ix.cu,
+                                     c.ix.pcu,
+                                     c.ix.prow,
+                                     c.ix.start,
+                                     c.ix.sampling,
+                                     c.ix.n,
+                                     k,
+                                     sel.width,
+                                     softcap,
+                                     multiplier};
   return s;
 }
 

@@ -156,6 +156,11 @@ Result<KernelStep> argmax_step(const StepContext& c, const Loc& x, uint32_t colu
 Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k, const Loc& ids,
                               const Loc& values);
 Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
+// The DFlash 2 selector walk over U32 candidates and FP32 values, sel and q (k <= kTopKMax), codebooks as
+// FP32 [vocab, sel width] rows; ids U32, one per pick row.
+Result<KernelStep> selector_walk_step(const StepContext& c, const Loc& cand, const Loc& values, const Loc& sel,
+                                      const float* pred, const float* succ, float softcap, float multiplier,
+                                      const Loc& ids, const Loc& q);
 
 // The decode GEMM (steps_gemm_decode.cpp, kernels/gemm_decode.cu; gemm_impl.h's rule for decoder plans):
 // out = a · wᵀ (+ bias) (+ out with accumulate) over f16/bf16 operands, w [out.width, a.width], a row's

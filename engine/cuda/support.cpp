@@ -72,6 +72,14 @@ struct Support {
     return yes();
   }
   Status operator()(const ir::Sample&) const { return yes(); }
+  Status operator()(const ir::SelectorWalk& o) const {
+    const uint32_t k = graph.info(o.cand).width;
+    if (k > kernels::kTopKMax) {
+      return Error::make(ErrorKind::kUnsupported, "selector walk over {} candidates (the CUDA kernel takes up to {})",
+                         k, static_cast<unsigned>(kernels::kTopKMax));
+    }
+    return yes();
+  }
 };
 
 }  // namespace

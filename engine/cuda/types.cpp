@@ -59,6 +59,11 @@ std::vector<Dt> value_types(const ir::Graph& graph, ir::Precision precision) {
       f32(tk->values);
     }
     if (const auto* sm = std::get_if<ir::Sample>(&op)) f32(sm->x);
+    if (const auto* sw = std::get_if<ir::SelectorWalk>(&op)) {
+      f32(sw->values);
+      f32(sw->sel);
+      f32(sw->q);
+    }
   }
   for (const ir::Output& o : graph.outputs) {
     if (o.placement == ir::Placement::kHost && ty[o.val.index] != Dt::kU32) f32(o.val);

@@ -85,6 +85,7 @@ const char* op_name(const Op& op) {
           [](const Argmax&) { return "argmax"; },
           [](const TopK&) { return "top_k"; },
           [](const Sample&) { return "sample"; },
+          [](const SelectorWalk&) { return "selector_walk"; },
       },
       op);
 }
@@ -122,6 +123,7 @@ Uses uses(const Op& op) {
           [](const Argmax& o) { return Uses{{o.x}, {o.out}}; },
           [](const TopK& o) { return Uses{{o.x}, {o.ids, o.values}}; },
           [](const Sample& o) { return Uses{{o.x}, {o.out}}; },
+          [](const SelectorWalk& o) { return Uses{{o.cand, o.values, o.sel}, {o.ids, o.q}}; },
       },
       op);
 }

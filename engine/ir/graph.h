@@ -149,10 +149,28 @@ struct TopK { Val x; uint32_t columns; uint32_t k; Val ids; Val values; };
 // at absolute position start[s] + picks[p] (greedy where the batch has no sampling parameters); out is
 // u32, one wide, over pick rows.
 struct Sample { Val x; uint32_t columns; Val out; };
+// The DFlash 2 selector walk (dflash.md §3.3; engine/ir/selector.h defines each step exactly): per
+// sequence, its pick rows in order, each choosing one of its k candidates (cand, u32, and their raw
+// logits values: a TopK's outputs) by E[c] = selector_energy(values[c], P[prev], sel row, C[cand[c]]),
+// prev being the previous row's choice (the sequence's first token for its first pick row); the pick is
+// selector_pick(E, batch.sampling[s], position start[s] + picks[p]). ids (u32, one wide) get the chosen
+// candidate, q (k wide) softmax(E / T) over the candidates (zeros where the batch samples greedily).
+// predecessor and successor are [vocab, rank]; sel is rank wide.
+struct SelectorWalk {
+  Val cand;
+  Val values;
+  Val sel;
+  WeightId predecessor;
+  WeightId successor;
+  float softcap;
+  float multiplier;
+  Val ids;
+  Val q;
+};
 
 using Op = std::variant<Embed, LayerNorm, RmsNorm, Gemm, QGemm, Rope, GeGlu, SwiGlu, Attention, AddType,
                         PickRows, ActFeatures, HeadRmsNorm, CacheAppend, CacheAttention, Input,
-                        Tap, DynConv, Argmax, TopK, Sample>;
+                        Tap, DynConv, Argmax, TopK, Sample, SelectorWalk>;
 
 const char* op_name(const Op& op);
 

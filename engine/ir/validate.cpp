@@ -210,6 +210,25 @@ class Checker {
     TANDEM_TRY(rows(o.x, Rows::kPicks, "sample input"));
     return choice(o.x, o.columns, o.out, 1, "sample output");
   }
+  Status check(const SelectorWalk& o) const {
+    TANDEM_TRY(rows(o.cand, Rows::kPicks, "selector candidates"));
+    TANDEM_TRY(elem(o.cand, Elem::kU32, "selector candidates"));
+    const uint64_t k = w(o.cand);
+    if (k == 0) return fail("selector walk over '{}' has no candidates", g_.info(o.cand).name);
+    for (const Val v : {o.values, o.sel, o.ids, o.q}) TANDEM_TRY(same_rows(o.cand, v));
+    TANDEM_TRY(width(o.values, k, "selector candidate values"));
+    TANDEM_TRY(width(o.q, k, "selector proposal"));
+    TANDEM_TRY(width(o.ids, 1, "selector ids"));
+    TANDEM_TRY(elem(o.ids, Elem::kU32, "selector ids"));
+    TANDEM_TRY(elem(o.q, Elem::kF32, "selector proposal"));
+    if (o.predecessor.index >= g_.weights.size()) return fail("weight #{} does not exist", o.predecessor.index);
+    const std::vector<uint64_t>& shape = g_.weight(o.predecessor).shape;
+    if (shape.size() != 2 || shape[1] != w(o.sel)) {
+      return fail("selector codebook {} is {}, expected [vocab, {}] (the width of '{}')",
+                  g_.weight(o.predecessor).name(), shape_string(shape), w(o.sel), g_.info(o.sel).name);
+    }
+    return weight(o.successor, shape);
+  }
 
   const Graph& g_;
 };
@@ -221,11 +240,18 @@ Status validate(const Graph& graph) {
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     const Op& op = graph.ops[i];
     auto st = c.op(op);
-    // Token ids are written by the choice ops only and read by none: every other operand is f32.
+    // Token ids are written by the choice ops only and read by the selector walk only: every other operand
+    // is f32.
     const Uses u = uses(op);
+    // (The selector walk reads a TopK's ids and writes ids and q: its check names each element type.)
+    const auto* walk = std::get_if<SelectorWalk>(&op);
     const bool writes_ids = std::holds_alternative<Argmax>(op) || std::holds_alternative<TopK>(op) ||
-                            std::holds_alternative<Sample>(op);
-    for (size_t r = 0; st.ok() && r < u.reads.size(); ++r) st = c.elem(u.reads[r], Elem::kF32, "input");
+                            std::holds_alternative<Sample>(op) || walk != nullptr;
+    for (size_t r = 0; st.ok() && walk == nullptr && r < u.reads.size(); ++r) {
+      st = c.elem(u.reads[r], Elem::kF32, "input");
+    }
+    if (walk != nullptr && st.ok()) st = c.elem(walk->values, Elem::kF32, "selector candidate values");
+    if (walk != nullptr && st.ok()) st = c.elem(walk->sel, Elem::kF32, "selector rows");
     for (size_t k = 0; st.ok() && !writes_ids && k < u.writes.size(); ++k) st = c.elem(u.writes[k], Elem::kF32, "output");
     if (const auto* t = std::get_if<TopK>(&op); st.ok() && t != nullptr) st = c.elem(t->values, Elem::kF32, "top_k values");
     if (!st.ok()) return std::move(st).context(fmt::format("graph op {} ({})", i, op_name(op)));

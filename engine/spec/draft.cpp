@@ -1,9 +1,9 @@
 // The draft step (dflash.md §1.5, §3.3): a block per request, then draft tokens from its rows: v1 picks
-// per row (the device's argmax, or a sample of softmax(logits / T) under rejection sampling), v2 walks
-// the selector on the host.
+// per row (the device's argmax, or a sample of softmax(logits / T) under rejection sampling), v2's
+// selector walk runs in the block graph (on the drafter's backend) and only its picks, and under
+// rejection sampling its candidates and q, come to the host.
 #include "engine/spec/request_impl.h"
 #include "engine/spec/sampling_impl.h"
-#include "engine/spec/selector_impl.h"
 
 namespace tandem::spec {
 namespace {
@@ -36,31 +36,41 @@ Draft draft_v1(const Request& r, const models::dflash::BlockOut& out, VerifyMode
 Status draft(models::dflash::Drafter& drafter, std::span<Request* const> requests, uint32_t block, VerifyMode mode,
              std::vector<Draft>& drafts) {
   std::vector<models::dflash::BlockRows> rows;
-  // The logits come to the host only for a host step: the v2 walk, or v1 proposals to sample from.
-  bool fetch_logits = drafter.version() == 2;
+  const bool v2 = drafter.version() == 2;
+  // v1 logits come to the host only for proposals to sample from; v2's candidates and q likewise.
+  bool sampled = false;
   for (Request* r : requests) {
-    fetch_logits = fetch_logits || samples_proposals(*r, mode);
+    sampled = sampled || samples_proposals(*r, mode);
     TANDEM_TRY(check_round_ready(*r));
     if (r->settled != r->start) {
       return Error::make(ErrorKind::kInternal, "slot {}: the drafter context reaches {} but the block starts at {}",
                          r->slot, r->settled, r->start);
     }
-    rows.push_back({r->slot, r->tokens.back()});
+    ir::SamplingParams walk;  // v2 walks greedily unless its proposals are sampled
+    if (v2 && samples_proposals(*r, mode)) walk = {r->params.sampling.temperature, 1.0f, r->params.sampling.seed};
+    rows.push_back({r->slot, r->tokens.back(), walk});
   }
   std::vector<models::dflash::BlockOut> out;
-  TANDEM_TRY(drafter.draft(rows, block, out, fetch_logits));
+  TANDEM_TRY(drafter.draft(rows, block, out, sampled && !v2, sampled && v2));
   drafts.assign(requests.size(), {});
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = *requests[i];
-    if (drafter.version() == 1) {
+    if (!v2) {
       drafts[i] = draft_v1(r, out[i], mode);
       continue;
     }
-    const float t = samples_proposals(r, mode) ? r.params.sampling.temperature : 0.0f;
-    Walk w = select(out[i].logits, out[i].selector, r.tokens.back(), *drafter.codebooks(),
-                    selector_params(drafter.setup().cfg), t, r.params.sampling.seed, r.start);
-    drafts[i].tokens = std::move(w.path);
-    if (t > 0.0f) drafts[i].proposals = std::move(w.proposals);
+    drafts[i].tokens = std::move(out[i].ids);
+    if (!samples_proposals(r, mode)) continue;
+    const ir::Tensor2& cand = out[i].candidates;
+    const ir::Tensor2& q = out[i].proposal;
+    for (uint32_t row = 0; row < cand.rows; ++row) {
+      Proposal p;
+      for (uint32_t k = 0; k < cand.width; ++k) {
+        p.ids.push_back(cand.id(row, k));
+        p.probs.push_back(q.at(row, k));
+      }
+      drafts[i].proposals.push_back(std::move(p));
+    }
   }
   return {};
 }

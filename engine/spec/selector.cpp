@@ -1,4 +1,5 @@
-// Top-k candidates and the selector walk, on the host (K·r work per row, dflash.md §3.3).
+// Top-k candidates and the selector walk on the host (K·r work per row, dflash.md §3.3), each step as
+// engine/ir/selector.h defines it (the backends' SelectorWalk op computes the same).
 #include "engine/spec/selector_impl.h"
 #include "engine/spec/sampling_impl.h"
 
@@ -6,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/ir/selector.h"
 
 namespace tandem::spec {
 
@@ -27,49 +29,31 @@ Walk select(const ir::Tensor2& logits, const ir::Tensor2& sel, uint32_t anchor,
             uint64_t seed, uint32_t start) {
   const uint32_t rank = codebooks.rank();
   std::vector<float> pred(rank), succ(rank);
-  std::vector<double> bonus(rank), energy;
+  std::vector<double> energy, q;
   Walk w;
   uint32_t prev = anchor;
   for (uint32_t r = 0; r < logits.rows; ++r) {
     Candidates c = top_k(std::span<const float>(logits.data).subspan(size_t{r} * logits.width, logits.width),
                          params.top_k);
     codebooks.predecessor(prev, pred);
-    for (uint32_t j = 0; j < rank; ++j) bonus[j] = double{pred[j]} * sel.at(r, j);
+    const auto sel_row = std::span<const float>(sel.data).subspan(size_t{r} * sel.width, rank);
     energy.assign(c.ids.size(), 0.0);
+    q.assign(c.ids.size(), 0.0);
     for (size_t k = 0; k < c.ids.size(); ++k) {
-      const double scaled = double{params.output_multiplier} * c.values[k];
-      double e = params.softcap > 0.0f ? params.softcap * std::tanh(scaled / params.softcap) : scaled;
       codebooks.successor(c.ids[k], succ);
-      for (uint32_t j = 0; j < rank; ++j) e += bonus[j] * succ[j];
-      energy[k] = e;
+      energy[k] = ir::selector_energy(c.values[k], pred, sel_row, succ, params.softcap, params.output_multiplier);
     }
-    size_t pick = 0;
-    Proposal q;
-    if (temperature == 0.0f) {
-      for (size_t k = 1; k < energy.size(); ++k) {
-        if (energy[k] > energy[pick]) pick = k;
-      }
-    } else {
-      const double t = temperature;
-      const double top = *std::max_element(energy.begin(), energy.end());
-      double sum = 0.0, best = -INFINITY;
-      for (size_t k = 0; k < energy.size(); ++k) {
-        q.ids.push_back(c.ids[k]);
-        q.probs.push_back(std::exp((energy[k] - top) / t));
-        sum += q.probs.back();
-        const double g = -std::log(-std::log(uniform_open(seed, start + r + 1, Stream::kGumbel,
-                                                          static_cast<uint32_t>(k))));
-        if (energy[k] / t + g > best) {
-          best = energy[k] / t + g;
-          pick = k;
-        }
-      }
-      for (double& p : q.probs) p /= sum;
+    // Block row r + 1 drafts position start + r + 1.
+    const uint32_t pick = ir::selector_pick(energy, temperature, seed, start + r + 1, q);
+    Proposal proposal;
+    if (temperature != 0.0f) {
+      proposal.ids = c.ids;
+      proposal.probs = q;
     }
     prev = c.ids[pick];
     w.path.push_back(prev);
     w.candidates.push_back(std::move(c));
-    w.proposals.push_back(std::move(q));
+    w.proposals.push_back(std::move(proposal));
   }
   return w;
 }

@@ -1,6 +1,8 @@
 // The drafter's two graphs (dflash.md §1.3-1.5, §3.2): settle (tap rows -> context K/V of every layer)
 // and block (layers over context + block, causal or not per layer as DFlashConfig::causal_layer says,
-// final norm, the target's LM head on rows 1..B−1).
+// final norm, the target's LM head on rows 1..B−1; v1 picks each row's argmax, v2 walks the selector).
+#include <algorithm>
+
 #include "engine/models/dflash/dflash_model.h"
 #include "engine/models/qwen3/qwen3_layer.h"
 #include "engine/models/qwen3/qwen3_model.h"
@@ -113,18 +115,33 @@ ir::Graph block_graph(const DrafterSetup& setup, const std::vector<LayerShape>& 
   const ir::Val logits = g.add_val(ir::Rows::kPicks, vocab, "logits");
   g.add_op(ir::Gemm{normed, g.add_weight({qwen3::head_name(setup.target, kTargetPrefix)}, {vocab, h}), std::nullopt,
                     ir::Epilogue::kNone, logits});
-  // The logits stay on the device (fetched only when a host step needs them); each row's greedy pick
-  // over the draft vocabulary comes back instead.
+  // The logits stay on the device (fetched only when a host step needs them); each row's pick over the
+  // draft vocabulary comes back instead: v1's greedy argmax, v2's selector walk (dflash.md §3.3) over the
+  // top-k of the head's logits, whose candidates and proposal q stay on the device until fetched.
   g.add_output("logits", logits, ir::Placement::kDevice);  // kBlockLogitsOutput
-  if (cfg.version == 2) {
-    const ir::Val sel = g.add_val(ir::Rows::kPicks, cfg.selector_rank, "selector");
-    g.add_op(ir::Gemm{normed, g.add_weight({setup.hidden_projection}, {cfg.selector_rank, h}), std::nullopt,
-                      ir::Epilogue::kNone, sel});
-    g.add_output("selector", sel);  // kBlockSelectorOutput
+  if (cfg.version == 1) {
+    const ir::Val ids = g.add_val(ir::Rows::kPicks, 1, "ids", ir::Elem::kU32);
+    g.add_op(ir::Sample{logits, setup.draft_vocab, ids});
+    g.add_output("ids", ids);  // block_ids_output(1)
+    return g;
   }
+  const uint32_t k = std::min(cfg.selector_top_k, setup.draft_vocab);
+  const ir::Val sel = g.add_val(ir::Rows::kPicks, cfg.selector_rank, "selector");
+  g.add_op(ir::Gemm{normed, g.add_weight({setup.hidden_projection}, {cfg.selector_rank, h}), std::nullopt,
+                    ir::Epilogue::kNone, sel});
+  g.add_output("selector", sel, ir::Placement::kDevice);  // kBlockSelectorOutput
+  const ir::Val cand = g.add_val(ir::Rows::kPicks, k, "candidates", ir::Elem::kU32);
+  const ir::Val values = g.add_val(ir::Rows::kPicks, k, "candidate_logits");
+  g.add_op(ir::TopK{logits, setup.draft_vocab, k, cand, values});
   const ir::Val ids = g.add_val(ir::Rows::kPicks, 1, "ids", ir::Elem::kU32);
-  g.add_op(ir::Sample{logits, setup.draft_vocab, ids});
-  g.add_output("ids", ids);  // block_ids_output(version)
+  const ir::Val q = g.add_val(ir::Rows::kPicks, k, "proposal");
+  const std::vector<uint64_t> book{vocab, cfg.selector_rank};
+  g.add_op(ir::SelectorWalk{cand, values, sel, g.add_weight({setup.predecessor}, book),
+                            g.add_weight({setup.successor}, book), cfg.final_logit_softcapping,
+                            cfg.output_multiplier, ids, q});
+  g.add_output("ids", ids);                                // block_ids_output(2)
+  g.add_output("candidates", cand, ir::Placement::kDevice);  // kBlockCandidatesOutput
+  g.add_output("proposal", q, ir::Placement::kDevice);       // kBlockProposalOutput
   return g;
 }
 

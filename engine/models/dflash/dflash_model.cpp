@@ -119,7 +119,7 @@ Status Drafter::settle(std::span<const SettleRows> rows) {
 }
 
 Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out,
-                      bool fetch_logits) {
+                      bool fetch_logits, bool fetch_proposals) {
   TANDEM_TRY(check_block_size(block, setup_.max_block, "block size"));
   ids_.resize(rows.size());
   picks_.resize(block - 1);
@@ -134,23 +134,34 @@ Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vect
     ids_[i][0] = rows[i].anchor;
     // The block's K/V land at positions past the context and are never committed: the next settle
     // overwrites them (dflash.md §1.7).
-    seqs[i] = decode::SeqRows{rows[i].slot, ids_[i], {}, {}, picks_, false, {}};
+    seqs[i] = decode::SeqRows{rows[i].slot, ids_[i], {}, {}, picks_, false, rows[i].sampling};
   }
   out.assign(rows.size(), BlockOut{});
   // A block runs whole in one batch, so each sequence's logits rows arrive in one chunk; only the draft
   // vocabulary's columns are copied (the head's first W rows).
   decode::ChunkSink sink;
-  if (fetch_logits) {
-    sink = [&](const decode::DeviceChunk& c) -> Status {
-      ir::DeviceRows logits = c.outputs[kBlockLogitsOutput];
-      logits.width = setup_.draft_vocab;
-      return backend_.fetch(logits, 0, logits.rows, out[c.seq].logits);
+  const bool v2 = version() == 2;
+  fetch_proposals = fetch_proposals && v2;
+  const auto fetch_all = [&](const ir::DeviceRows& d, ir::Tensor2& t) { return backend_.fetch(d, 0, d.rows, t); };
+  if (fetch_logits || fetch_proposals) {
+    sink = [&, v2, fetch_logits, fetch_proposals](const decode::DeviceChunk& c) -> Status {
+      BlockOut& o = out[c.seq];
+      if (fetch_logits) {
+        ir::DeviceRows logits = c.outputs[kBlockLogitsOutput];
+        logits.width = setup_.draft_vocab;
+        TANDEM_TRY(backend_.fetch(logits, 0, logits.rows, o.logits));
+        if (v2) TANDEM_TRY(fetch_all(c.outputs[kBlockSelectorOutput], o.selector));
+      }
+      if (fetch_proposals) {
+        TANDEM_TRY(fetch_all(c.outputs[kBlockCandidatesOutput], o.candidates));
+        TANDEM_TRY(fetch_all(c.outputs[kBlockProposalOutput], o.proposal));
+      }
+      return {};
     };
   }
   TANDEM_TRY(block_runner_.run(seqs, context_, outputs_, sink));
   for (size_t i = 0; i < rows.size(); ++i) {
     out[i].ids = std::move(outputs_[i][block_ids_output(version())].ids);
-    if (version() == 2) out[i].selector = std::move(outputs_[i][kBlockSelectorOutput]);
   }
   return {};
 }

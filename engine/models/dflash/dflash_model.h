@@ -1,7 +1,8 @@
 // DFlash v1 and v2 drafters (dflash.md §1.3-1.7, §3.2): settle turns the target's tap rows into context
 // K/V per layer (the per-request context cache); a block runs [anchor, MASK × (B−1)] over the context
 // (causal or not per layer, as the config says) and returns the draft rows' logits from the target's LM
-// head (and, for v2, the selector's projection S·h). The selector walk itself is engine/spec.
+// head; v2 walks its candidate selector there too (ir::SelectorWalk), engine/spec's host walk being the
+// reference.
 #pragma once
 
 #include <cstdint>
@@ -84,18 +85,25 @@ struct SettleRows {
   std::span<const float> taps;  // rows × tap width
   ir::DeviceRows device = {};   // used when taps is empty: device.rows rows of tap width
 };
-// A block whose anchor sits at position context().length(slot).
+// A block whose anchor sits at position context().length(slot). `sampling` is the v2 selector walk's
+// (temperature and seed; greedy by default); v1 drafts greedily.
 struct BlockRows {
   uint32_t slot = 0;
   uint32_t anchor = 0;
+  ir::SamplingParams sampling = {};
 };
 struct BlockOut {
   ir::Tensor2 logits;         // rows 1..B−1 × draft vocab, when draft() fetches them; else empty
-  ir::Tensor2 selector;       // rows 1..B−1 × selector rank (v2), S·h of the final-normed rows
-  std::vector<uint32_t> ids;  // rows 1..B−1: each row's argmax over the draft vocabulary, picked on the device
+  ir::Tensor2 selector;       // v2, with the logits: rows 1..B−1 × selector rank, S·h of the final-normed rows
+  std::vector<uint32_t> ids;  // rows 1..B−1: v1 each row's argmax over the draft vocabulary, v2 the walk's
+                              // picks; chosen on the device
+  ir::Tensor2 candidates;     // v2, when draft() fetches proposals: rows 1..B−1 × top-k candidate ids
+  ir::Tensor2 proposal;       // ... and q over them, softmax(E / T) (rows × top-k)
 };
-// The block graph's outputs, in order: logits (device), selector (v2 only, host), ids (host).
-inline constexpr size_t kBlockLogitsOutput = 0, kBlockSelectorOutput = 1;
+// The block graph's outputs, in order: logits (device), then v1: ids (host); v2: selector (device), ids
+// (host), candidates (device), proposal (device).
+inline constexpr size_t kBlockLogitsOutput = 0, kBlockSelectorOutput = 1, kBlockCandidatesOutput = 3,
+                        kBlockProposalOutput = 4;
 constexpr size_t block_ids_output(uint32_t version) { return version == 2 ? 2 : 1; }
 
 // DFlash 2 selector codebooks, rows read from the checkpoint on the host (dflash.md §3.3).
@@ -145,9 +153,11 @@ class Drafter {
   // Appends the requests' committed rows to their context caches.
   Status settle(std::span<const SettleRows> rows);
   // One block per request (`block` rows, 2 <= block <= setup().max_block and the capacity left); the
-  // context is left as it was. The logits rows are copied to the host only with fetch_logits (a host
-  // step that needs them: the v2 selector walk, proposals for rejection sampling, tests).
-  Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out, bool fetch_logits = true);
+  // context is left as it was. The logits rows (and v2's selector rows) are copied to the host only with
+  // fetch_logits (a host step that needs them: v1 proposals for rejection sampling, tests); v2's
+  // candidates and q only with fetch_proposals.
+  Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out, bool fetch_logits = true,
+               bool fetch_proposals = false);
   decode::CacheSlots& context() { return context_; }
   const decode::CacheSlots& context() const { return context_; }
   // Lowers every settle and block plan a round of up to `seqs` requests can use (blocks of up to

@@ -2,7 +2,8 @@
 // block logits (and v2's selector rows) against the CPU backend, FP32 within 1e-4 of max(1, |cpu|) and
 // BF16 within the bound below, and FP32 against the PyTorch reference too; a settle from the target's tap
 // rows left on the device gives exactly the logits of a settle from the same rows fetched to the host,
-// and the device path is the one taken (rows held by another backend are refused, not read).
+// and the device path is the one taken (rows held by another backend are refused, not read). The v2
+// selector walk on the device is engine/spec's host walk, greedy and seeded.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/models/dflash/dflash_model.h"
 #include "engine/models/qwen3/qwen3_model.h"
+#include "engine/spec/selector_impl.h"
 #include "tests/engine/cuda/gpu_test_util.h"
 
 namespace tandem::cuda::test {
@@ -84,10 +86,14 @@ double compare(const ir::Tensor2& got, const ir::Tensor2& want, double tol, bool
 
 struct Drafted {
   BlockOut out;
+  spec::Walk host;  // v2: engine/spec's host walk over the fetched logits and selector rows
   bool ok = false;
 };
 
-Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std::string& target_dir, const json& c) {
+// Settles a fixture case's context and drafts its block (v2 walking with `walk`'s temperature and seed),
+// fetching the logits, selector rows, candidates and q.
+Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std::string& target_dir, const json& c,
+                         ir::SamplingParams walk = {}) {
   Drafted d;
   const uint32_t a = c["context_len"], block = c["block_size"], anchor = c["anchor"];
   std::optional<uint32_t> width;
@@ -103,11 +109,15 @@ Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std
   auto st = (*drafter)->settle({&settle, 1});
   EXPECT_TRUE(st.ok()) << st.error().message();
   std::vector<BlockOut> out;
-  const BlockRows rows{0, anchor};
-  st = (*drafter)->draft({&rows, 1}, block, out);
+  const BlockRows rows{0, anchor, walk};
+  st = (*drafter)->draft({&rows, 1}, block, out, true, true);
   EXPECT_TRUE(st.ok()) << st.error().message();
   if (!st.ok()) return d;
   d.out = std::move(out[0]);
+  if ((*drafter)->version() == 2) {
+    d.host = spec::select(d.out.logits, d.out.selector, anchor, *(*drafter)->codebooks(),
+                          spec::selector_params((*drafter)->setup().cfg), walk.temperature, walk.seed, a);
+  }
   d.ok = true;
   return d;
 }
@@ -153,6 +163,67 @@ TEST(CudaDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackend) {
                 << worst_logits << ", selector " << worst_selector << "\n";
     }
   }
+}
+
+// The v2 selector walk runs in the block plan (ir::SelectorWalk): its picks are exactly engine/spec's host
+// walk over the same plan's logits and selector rows (each step is ir::selector_energy and
+// ir::selector_pick, in f64 with the same summation order), greedy and seeded (the same counter-based
+// Gumbel draws), and its q over the candidates is the host walk's within 1e-6 (q is stored as FP32; the
+// device's exp may differ from the host's in the last f64 bit). On the CPU backend, and on CUDA at FP32
+// and BF16; the FP32 plan's picks are also the CPU backend's, token for token.
+TEST(CudaDrafter, SelectorWalkOnTheDeviceIsTheHostWalk) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_reference();
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
+  auto cpu = cpu::make_cpu_backend(2);
+  auto f32 = cuda_backend(ir::Precision::kF32);
+  auto bf16 = cuda_backend(ir::Precision::kBF16);
+  ASSERT_TRUE(f32 != nullptr && bf16 != nullptr);
+  const std::vector<ir::SamplingParams> walks{{0.0f, 1.0f, 0}, {0.8f, 1.0f, 11}, {0.8f, 1.0f, 12}, {1.5f, 1.0f, 13}};
+  size_t compared = 0, sampled_rows = 0;
+  for (const json& m : ref["drafters"]) {
+    if (m["version"].get<uint32_t>() != 2) continue;
+    const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
+    for (size_t ci = 0; ci < m["cases"].size(); ++ci) {
+      for (const ir::SamplingParams& walk : walks) {
+        std::vector<Drafted> runs;
+        for (ir::Backend* b : {cpu.get(), f32.get(), bf16.get()}) {
+          runs.push_back(settle_and_draft(*b, dir, target_dir, m["cases"][ci], walk));
+        }
+        for (size_t bi = 0; bi < runs.size(); ++bi) {
+          const Drafted& d = runs[bi];
+          const std::string what = fmt::format("case {}, T {}, seed {}, backend {}", ci, walk.temperature, walk.seed,
+                                               bi == 0 ? "cpu" : bi == 1 ? "cuda f32" : "cuda bf16");
+          ASSERT_TRUE(d.ok) << what;
+          ASSERT_EQ(d.out.ids.size(), d.host.path.size()) << what;
+          EXPECT_EQ(d.out.ids, d.host.path) << what;
+          ASSERT_EQ(d.out.candidates.rows, d.host.path.size()) << what;
+          ASSERT_EQ(d.out.proposal.rows, d.host.path.size()) << what;
+          for (uint32_t r = 0; r < d.out.candidates.rows; ++r) {
+            const spec::Candidates& want = d.host.candidates[r];
+            ASSERT_EQ(d.out.candidates.width, want.ids.size()) << what;
+            double sum = 0.0;
+            for (uint32_t k = 0; k < d.out.candidates.width; ++k) {
+              EXPECT_EQ(d.out.candidates.id(r, k), want.ids[k]) << what << ", row " << r << ", candidate " << k;
+              const double q = d.out.proposal.at(r, k);
+              const double q_host = walk.temperature == 0.0f ? 0.0 : d.host.proposals[r].probs[k];
+              EXPECT_NEAR(q, q_host, 1e-6) << what << ", row " << r << ", candidate " << k;
+              sum += q;
+            }
+            if (walk.temperature > 0.0f) {
+              EXPECT_NEAR(sum, 1.0, 1e-5) << what << ", row " << r;
+              ++sampled_rows;
+            }
+          }
+          ++compared;
+        }
+        EXPECT_EQ(runs[1].out.ids, runs[0].out.ids) << "case " << ci << ": the FP32 plan's walk is the CPU's";
+      }
+    }
+  }
+  EXPECT_GT(compared, 0u) << "no DFlash 2 fixture";
+  EXPECT_GT(sampled_rows, 0u);
 }
 
 // The target's prompt run leaves its tap rows on the device; the drafter settles from them inside the

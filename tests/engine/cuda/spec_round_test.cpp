@@ -4,7 +4,8 @@
 // bucket pick row), counted by the backend's device-to-host counter; the same round through the host
 // (TapRoute::kHost) copies at least the kept tap rows, and both draft the same tokens (the drafts depend on
 // the settled context). Prompts longer than a bucket settle their early chunks from the host and the last
-// one from the device, again drafting what the host path drafts.
+// one from the device, again drafting what the host path drafts. DFlash 2's selector walk runs on the
+// device too: its greedy round copies ids only, a rejection-sampling round adds the candidates and q.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -29,8 +30,9 @@ struct Models {
 };
 
 // Large enough rows that one tap row (2 × 256 floats, 2 KiB) or one logits row (4,096 floats, 16 KiB)
-// outweighs every id a round copies.
-Models make_models() {
+// outweighs every id a round copies. Version 2 adds the selector (rank 64, top-16: a selector row is
+// 256 bytes, the candidates and q of a draft row 128).
+Models make_models(uint32_t version = 1) {
   tandem::testing::TargetShape ts;
   ts.vocab = 4096;
   ts.hidden = 256;
@@ -47,14 +49,20 @@ Models make_models() {
   ds.ffn = 256;
   ds.taps = {0, 2};
   ds.mask = 1;
+  ds.version = version;
+  ds.group = 16;
+  ds.rank = 64;
+  ds.top_k = 16;
   m.drafter = tandem::testing::random_drafter(m.target.cfg, ds, 72);
   return m;
 }
 
 struct RoundRun {
   uint64_t last_round_d2h = 0;               // bytes the last round copied to the host
+  uint64_t last_draft_d2h = 0;               // ... of which its draft step copied
   std::vector<std::vector<uint32_t>> tokens;  // every request's tokens after the rounds
   std::vector<std::vector<uint32_t>> drafts;  // every round's drafts, request by request
+  std::vector<std::vector<spec::Proposal>> proposals;  // and their proposals (under kReject at T > 0)
 };
 
 uint64_t d2h_bytes(const ir::Backend& b) {
@@ -66,7 +74,8 @@ uint64_t d2h_bytes(const ir::Backend& b) {
 // Prefill, then kRounds greedy rounds of settle, draft and verify; the last round's copies are measured
 // (the earlier ones lower every plan the round uses).
 RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t prompt_len = 5,
-                    const ir::BucketTable* buckets = nullptr) {
+                    const ir::BucketTable* buckets = nullptr, spec::VerifyMode mode = spec::VerifyMode::kMatch,
+                    spec::SamplingParams sampling = {}) {
   RoundRun run;
   CudaOptions o;
   o.precision = ir::Precision::kF32;
@@ -75,7 +84,9 @@ RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t pr
   EXPECT_TRUE(backend.ok()) << backend.error().message();
   if (!backend.ok()) return run;
   ir::Backend& cuda = **backend;
-  models::qwen3::TargetOptions to{m.drafter.cfg.target_layer_ids, batch, kCapacity, buckets, false};
+  // Rejection sampling reads the target's p on the host (its logits rows are fetched).
+  models::qwen3::TargetOptions to{m.drafter.cfg.target_layer_ids, batch, kCapacity, buckets,
+                                  mode == spec::VerifyMode::kReject};
   auto target = models::qwen3::Target::create(cuda, *m.target.weights, m.target.cfg, to, "tiny target");
   EXPECT_TRUE(target.ok()) << target.error().message();
   models::dflash::DrafterOptions dopt{batch, kCapacity, kBlock, std::nullopt, buckets};
@@ -88,7 +99,9 @@ RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t pr
   for (uint32_t i = 0; i < batch; ++i) {
     std::vector<uint32_t> prompt(prompt_len + 3 * i);
     for (size_t j = 0; j < prompt.size(); ++j) prompt[j] = static_cast<uint32_t>((37 * j + 11 * i + 5) % 4096);
-    auto r = spec::make_request({prompt, 24, {}, {}}, i, m.target.cfg.vocab_size);
+    spec::SamplingParams si = sampling;
+    si.seed += i;
+    auto r = spec::make_request({prompt, 24, {}, si}, i, m.target.cfg.vocab_size);
     EXPECT_TRUE(r.ok()) << r.error().message();
     if (!r.ok()) return run;
     requests.push_back(std::move(r).value());
@@ -101,11 +114,16 @@ RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t pr
   for (uint32_t round = 0; round < kRounds && st.ok(); ++round) {
     const uint64_t before = d2h_bytes(cuda);
     st = spec::settle(**drafter, ptrs);
-    if (st.ok()) st = spec::draft(**drafter, ptrs, kBlock, spec::VerifyMode::kMatch, drafts);
-    if (st.ok()) st = spec::verify(**target, ptrs, drafts, spec::VerifyMode::kMatch, false, route);
+    const uint64_t before_draft = d2h_bytes(cuda);
+    if (st.ok()) st = spec::draft(**drafter, ptrs, kBlock, mode, drafts);
+    run.last_draft_d2h = d2h_bytes(cuda) - before_draft;
+    if (st.ok()) st = spec::verify(**target, ptrs, drafts, mode, false, route);
     EXPECT_TRUE(st.ok()) << "round " << round << ": " << st.error().message();
     run.last_round_d2h = d2h_bytes(cuda) - before;
-    for (const spec::Draft& d : drafts) run.drafts.push_back(d.tokens);
+    for (const spec::Draft& d : drafts) {
+      run.drafts.push_back(d.tokens);
+      run.proposals.push_back(d.proposals);
+    }
   }
   for (const spec::Request& r : requests) {
     EXPECT_TRUE(r.active()) << "a request finished early: the measured round would be a smaller one";
@@ -138,6 +156,46 @@ TEST(CudaSpecRound, CopiesOnlyTokenIdsToTheHost) {
     EXPECT_EQ(device.tokens, host.tokens);
     EXPECT_EQ(device.drafts, host.drafts);
     EXPECT_EQ(device.drafts.size(), size_t{batch} * kRounds);
+  }
+}
+
+// DFlash 2: the selector walk runs in the block plan. A greedy round copies the verify and block ids
+// only (no logits row, no selector row); a round of rejection sampling at T > 0 copies from its draft step
+// the block ids plus each draft row's top-k candidates and q (8 bytes a candidate), and those proposals
+// are over the drafted token (q > 0 for it, summing to 1). Greedy at batch 1 and 4, sampled at batch 4.
+TEST(CudaSpecRound, SelectorWalkCopiesIdsAndProposalsOnly) {
+  TANDEM_REQUIRE_GPU();
+  const Models m = make_models(2);
+  const ir::BucketTable& table = ir::BucketTable::defaults();
+  const uint64_t top_k = m.drafter.cfg.selector_top_k;
+  const uint64_t selector_row = uint64_t{m.drafter.cfg.selector_rank} * 4;
+  for (uint32_t batch : {1u, 4u}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << batch);
+    auto verify = table.smallest(models::qwen3::kTargetStage, batch * kBlock, batch, batch * kBlock);
+    auto block = table.smallest(models::dflash::kDrafterStage, batch * kBlock, batch, batch * (kBlock - 1));
+    ASSERT_TRUE(verify.ok() && block.ok());
+    const uint64_t block_ids = 4 * uint64_t{block->picks};
+    const RoundRun greedy = run_rounds(m, batch, TapRoute::kDevice);
+    EXPECT_EQ(greedy.last_round_d2h, 4 * uint64_t{verify->picks} + block_ids);
+    EXPECT_EQ(greedy.last_draft_d2h, block_ids);
+    EXPECT_LT(block_ids, selector_row * batch * (kBlock - 1));
+    if (batch == 1) continue;  // the emulator's time: the sampled round at batch 4 only
+    const RoundRun sampled = run_rounds(m, batch, TapRoute::kDevice, 5, nullptr, spec::VerifyMode::kReject,
+                                        {0.9f, 1.0f, 5});
+    const uint64_t proposals = uint64_t{batch} * (kBlock - 1) * top_k * 8;
+    EXPECT_EQ(sampled.last_draft_d2h, block_ids + proposals);
+    ASSERT_EQ(sampled.proposals.size(), sampled.drafts.size());
+    for (size_t d = 0; d < sampled.drafts.size(); ++d) {
+      ASSERT_EQ(sampled.proposals[d].size(), sampled.drafts[d].size());
+      for (size_t r = 0; r < sampled.drafts[d].size(); ++r) {
+        const spec::Proposal& q = sampled.proposals[d][r];
+        EXPECT_EQ(q.ids.size(), top_k);
+        EXPECT_GT(q.prob(sampled.drafts[d][r]), 0.0) << "draft " << d << " row " << r;
+        double sum = 0.0;
+        for (double p : q.probs) sum += p;
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+      }
+    }
   }
 }
 

@@ -40,6 +40,9 @@ inline float shfl(float v, int lane) { return ::tandem::emu::warp_read<float>(v,
 
 inline float fast_exp(float x) { return std::exp(x); }
 inline float neg_inf() { return -HUGE_VALF; }
+// The host build never fuses (x86-64 without -mfma), so plain operators round once each.
+inline double mul_rn(double a, double b) { return a * b; }
+inline double add_rn(double a, double b) { return a + b; }
 inline float bits_float(unsigned u) {
   float f;
   std::memcpy(&f, &u, sizeof(f));
