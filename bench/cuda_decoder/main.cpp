@@ -3,7 +3,7 @@
 // picked ids): batch-1 greedy decode, verify steps of 1..16 rows, batch 8 and 32 decode, prefill of 1k
 // and 8k tokens, KV bytes per token and how many 4k-token requests fit beside the weights. JSON out.
 //   cuda_decoder_bench [--tiny] [--json FILE] [--precision bf16|f16|f32] [--steps N]
-//   (TANDEM_CUDA_DECODE_GEMM=0: the decoder's GEMMs on cuBLASLt instead of the decode GEMM, to compare)
+//   (TANDEM_CUDA_DECODE_GEMM=1: the decoder's GEMMs on the decode GEMM instead of cuBLASLt, to compare)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -157,9 +157,9 @@ int run(const Args& a) {
                 {"head_dim", shape.head_dim}, {"ffn", shape.ffn}, {"vocab", shape.vocab}};
   j["precision"] = ir::to_string(a.precision);
   j["device"] = (*backend)->caps().device;
-  // Decoder GEMMs of up to 1,024 rows on tandem's decode GEMM, or (TANDEM_CUDA_DECODE_GEMM=0) on cuBLASLt.
+  // Decoder GEMMs on cuBLASLt, or (TANDEM_CUDA_DECODE_GEMM=1) those of up to 1,024 rows on the decode GEMM.
   const char* decode_gemm = std::getenv("TANDEM_CUDA_DECODE_GEMM");
-  j["decode_gemm"] = decode_gemm == nullptr || std::strcmp(decode_gemm, "0") != 0;
+  j["decode_gemm"] = decode_gemm != nullptr && std::strcmp(decode_gemm, "1") == 0;
   j["weights_seconds"] = {{"generate", gen_s}, {"upload", upload_s}};
   j["kv_bytes_per_token"] = t.cache().bytes_per_position();
   j["state_bytes"] = t.cache().bytes();

@@ -31,7 +31,7 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_SYNC_STEPS", "1")) o.sync_steps = true;
   if (env_is("TANDEM_CUDA_GEMM_PROBE", "0")) o.gemm_probe = false;
   if (env_is("TANDEM_CUDA_GEMM_TIMED", "0")) o.gemm_timed = false;
-  if (env_is("TANDEM_CUDA_DECODE_GEMM", "0")) o.decode_gemm = false;
+  if (env_is("TANDEM_CUDA_DECODE_GEMM", "1")) o.decode_gemm = true;
   if (const char* v = std::getenv("TANDEM_CUDA_ATTENTION"); v != nullptr && *v != '\0') {
     auto a = parse_cuda_attention(v);
     if (!a.ok()) return std::move(a).error().context("TANDEM_CUDA_ATTENTION");

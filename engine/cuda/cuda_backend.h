@@ -48,10 +48,12 @@ struct CudaOptions {
   // an eighth of the bucket (TANDEM_CUDA_GEMM_TIERS=0 turns this off; =N sets the minimum to N).
   bool gemm_tiers = true;
   uint32_t gemm_tier_min_tokens = 1024;
-  // Decoder plans (graphs with caches) run their 16-bit GEMMs of up to 1,024 rows (every decode and
-  // verify bucket) on tandem's decode GEMM, whose row bits do not depend on the row count, instead of
-  // cuBLASLt (TANDEM_CUDA_DECODE_GEMM=0: cuBLASLt everywhere, to compare; gemm_impl.h says why).
-  bool decode_gemm = true;
+  // With it, decoder plans (graphs with caches) run their 16-bit GEMMs of up to 1,024 rows (every decode
+  // and verify bucket) on tandem's decode GEMM, whose row bits do not depend on the row count, instead of
+  // cuBLASLt (TANDEM_CUDA_DECODE_GEMM=1; gemm_impl.h says why). Off by default: on the H200 it is 8%
+  // faster at a 1-row decode but slower at 16-row verify (1.57x a decode step instead of 1.02x), batch 32
+  // and prefill (PERF_NOTES.md, "The decode GEMM").
+  bool decode_gemm = false;
 };
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);

@@ -33,7 +33,8 @@
 // same way, so verify rows still equal plain decode rows. What is given up: a prompt row prefilled in a
 // bucket above the line differs in its low bits from the same row prefilled at or below it (the line is
 // per GEMM: an LM head over <= 1,024 pick rows always runs the decode GEMM). FP32 plans stay on cuBLASLt.
-// TANDEM_CUDA_DECODE_GEMM=0 (CudaOptions::decode_gemm) puts every GEMM back on cuBLASLt, to compare.
+// Opt-in: TANDEM_CUDA_DECODE_GEMM=1 (CudaOptions::decode_gemm); by default every GEMM runs on cuBLASLt,
+// which is faster at verify rows, batch 32 and prefill on the H200 (PERF_NOTES.md, "The decode GEMM").
 namespace tandem::cuda {
 
 inline constexpr uint32_t kDecodeGemmMaxRows = 1024;

@@ -46,6 +46,10 @@ Result<std::map<std::string, Need>> collect(std::span<const ir::Graph* const> gr
       if (const auto* rn = std::get_if<ir::RmsNorm>(&op)) other_use[rn->w.index] = true;
       if (const auto* hn = std::get_if<ir::HeadRmsNorm>(&op)) other_use[hn->w.index] = true;
       if (const auto* dc = std::get_if<ir::DynConv>(&op)) other_use[dc->base.index] = true;
+      if (const auto* sw = std::get_if<ir::SelectorWalk>(&op)) {  // DFlash 2's codebooks, FP32 rows
+        other_use[sw->predecessor.index] = true;
+        other_use[sw->successor.index] = true;
+      }
     }
     for (size_t i = 0; i < g->weights.size(); ++i) {
       const ir::WeightRef& ref = g->weights[i];

@@ -177,6 +177,7 @@ TEST_F(GemmDecodeTest, DecoderPlansRunItUpToTheLine) {
   for (ir::Precision p : {ir::Precision::kBF16, ir::Precision::kF16, ir::Precision::kF32}) {
     CudaOptions options;
     options.precision = p;
+    options.decode_gemm = true;  // opt-in (CudaOptions::decode_gemm)
     options.gemm_probe = false;  // the routing is under test, not cuBLASLt's choices: keeps the emulator quick
     options.graphs = false;
     auto backend = make_cuda_backend(options);
