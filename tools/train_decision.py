@@ -212,6 +212,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=230)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--layers", type=int, default=None, help="encoder layers (default: DecisionShape's)")
+    ap.add_argument("--local-attention", type=int, default=None, help="local attention window (default: DecisionShape's)")
     ap.add_argument("--log", default=None)
     ap.add_argument("--log-every", type=int, default=100)
     ap.add_argument("--eval-every", type=float, default=30.0)
@@ -242,7 +244,8 @@ def main():
              len(train), len(calib), len(test), time.time() - t0, tok.get_vocab_size(), lens[len(lens) // 2], lens[-1])
     log.info("held-out frames: %s", {k: len(v) for k, v in held_frames.items()})
 
-    s = DecisionShape(vocab=tok.get_vocab_size()) if not args.smoke else \
+    over = {k: v for k, v in (("layers", args.layers), ("local_attention", args.local_attention)) if v is not None}
+    s = DecisionShape(vocab=tok.get_vocab_size(), **over) if not args.smoke else \
         DecisionShape(vocab=tok.get_vocab_size(), hidden=64, inter=96, layers=3, head_layers=2, local_attention=16)
     model = DecisionModel(s).to(dev)
     n_params = sum(p.numel() for p in model.parameters())
@@ -253,6 +256,7 @@ def main():
                             lr=1e-3, betas=(0.9, 0.98), **({"fused": True} if dev.type == "cuda" else {}))
     budget = common.Budget(min(args.seconds, 8) if args.smoke else args.seconds)
     order, cursor, step, best, best_state, last_eval, t_log = list(range(len(train))), len(train), 0, -1.0, None, 0.0, time.time()
+    best_acc = {}
     shuffle = random.Random(args.seed + 4)
     calib_eval = calib[:3000]
     max_steps = 6 if args.smoke else 10 ** 9
@@ -286,7 +290,8 @@ def main():
             log.info("calib accuracy (held-out frames) %s at step %d%s", {k: round(v, 4) for k, v in acc.items()},
                      step, "  best" if mean > best else "")
             if mean > best:
-                best, best_state = mean, {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                best, best_acc = mean, acc
+                best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
     # What ships: BF16 weights (the temperature buffer F32), evaluated in F32 as tandem runs them.
     model.load_state_dict(best_state)
@@ -298,7 +303,8 @@ def main():
     temps, by_options = calibrate(calib, calib_logits)
     acc = accuracy(test, test_logits)
     figures = {"parameters": n_params, "steps": step, "seconds": budget.elapsed(), "test_questions": len(test),
-               "test_accuracy": acc, "temperature": temps, "temperature_by_options": by_options}
+               "test_accuracy": acc, "calib_accuracy_at_best": best_acc, "temperature": temps,
+               "temperature_by_options": by_options}
     for qi, q in enumerate(("choice", "score", "noul")):
         pairs = [(x, z) for x, z in zip(test, test_logits) if x["qi"] == qi]
         cal = [(x, z, temp_of(temps, by_options, x, z)) for x, z in pairs]

@@ -3,16 +3,20 @@
 # transformers + tokenizers + safetensors, no network), within 9 minutes:
 #   0. tools/train/selftest.py and every script in --smoke mode (toy sizes, seconds) in a scratch root; the first
 #      failure stops the run and prints its traceback;
-#   1. tools/train_lm.py (tokenizer + models/pylm) and tools/train_decision.py (models/decision-tickets) together;
-#   2. tools/train_drafter.py --version 1 and --version 2 (models/pylm-dflash, models/pylm-dflash2) together;
+#   1. tools/train_lm.py (tokenizer + models/pylm; with SKIP_LM=1 the shipped LM is kept and only its corpus is
+#      encoded) and the decision-model variants, then the drafter variants (v1 and v2 of each), every variant in
+#      its own scratch root, side by side on the one GPU;
+#   2. tools/select_default_models.py picks the shipped drafters and decision model by their held-out training
+#      figures (never the test split) under the 40 MB limit and copies them into models/;
 #   3. tools/verify_default_models.py, its four parts together (reload with tokenizers/transformers/safetensors,
 #      acceptance lengths at blocks 4/8/16, decision accuracy), then $OUT/figures.json;
 #   4. the four model folders packed as $OUT/models.tar.gz.part-00, -01, ... (15 MB each; unpack at the
 #      repository root: cat models.tar.gz.part-* | tar xzf -), and $OUT/train.log (the summary and the last lines
 #      of every script's log). Full logs stay in $WORK/logs.
 # Usage (repository root): OUT=/tmp/out ./tools/train_default_models.sh
-# Budgets (seconds): LM_SECONDS, DECISION_SECONDS (phase 1), DRAFTER_SECONDS (phase 2); TOTAL_SECONDS caps the run
-# (phase budgets shrink to fit what the smoke run left).
+# Budgets (seconds): LM_SECONDS, DECISION_SECONDS, DRAFTER_SECONDS; TOTAL_SECONDS caps the run (budgets shrink to
+# fit what the smoke run left). Variants: DECISION_VARIANTS and DRAFTER_VARIANTS, "name=args;name=args" (args
+# passed to the training script).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder whose files come back}"
@@ -22,6 +26,9 @@ LM_SECONDS=${LM_SECONDS:-180}
 DECISION_SECONDS=${DECISION_SECONDS:-180}
 DRAFTER_SECONDS=${DRAFTER_SECONDS:-140}
 TOTAL_SECONDS=${TOTAL_SECONDS:-510}
+SKIP_LM=${SKIP_LM:-}
+DECISION_VARIANTS=${DECISION_VARIANTS:-"base=;l5w128=--layers 5 --local-attention 128"}
+DRAFTER_VARIANTS=${DRAFTER_VARIANTS:-"l2i512=--layers 2 --inter 512;l3i384=--layers 3 --inter 384"}
 LOGS=$WORK/logs
 rm -rf "$WORK"
 mkdir -p "$OUT" "$LOGS" "$WORK/smoke-root/models"
@@ -81,34 +88,69 @@ run_all "smoke-selftest:python3 tools/train/selftest.py" \
         "smoke-decision:python3 tools/train_decision.py --smoke --root $S --log $LOGS/smoke-decision.log" ||
   fail "a smoke run failed"
 run_all "smoke-dflash1:python3 tools/train_drafter.py --smoke --version 1 --root $S --work $SW --log $LOGS/smoke-dflash1.log" \
-        "smoke-dflash2:python3 tools/train_drafter.py --smoke --version 2 --root $S --work $SW --log $LOGS/smoke-dflash2.log" ||
+        "smoke-dflash2:python3 tools/train_drafter.py --smoke --version 2 --root $S --work $SW --log $LOGS/smoke-dflash2.log" \
+        "smoke-corpus:python3 tools/train_lm.py --smoke --corpus-only --root $S --work $SW-corpus --log $LOGS/smoke-corpus.log" ||
   fail "a smoke run failed"
+mkdir -p "$WORK/smoke-var" "$WORK/smoke-select/models"
+ln -sfn "$S" "$WORK/smoke-var/only"
+ln -sfn "$S/models/pylm" "$WORK/smoke-select/models/pylm"
+python3 tools/select_default_models.py --variants "$WORK/smoke-var" --root "$WORK/smoke-select" >"$LOGS/smoke-select.out" 2>&1 ||
+  { tail -n 20 "$LOGS/smoke-select.out" >&2; fail "the selection's smoke run failed"; }
 run_all "smoke-verify-lm:python3 tools/verify_default_models.py --smoke --part lm --root $S --work $SW --figures $WORK/smoke-lm.json" \
         "smoke-verify-dflash1:python3 tools/verify_default_models.py --smoke --part dflash1 --root $S --work $SW --figures $WORK/smoke-d1.json" \
         "smoke-verify-dflash2:python3 tools/verify_default_models.py --smoke --part dflash2 --root $S --work $SW --figures $WORK/smoke-d2.json" \
         "smoke-verify-decision:python3 tools/verify_default_models.py --smoke --part decision --root $S --work $SW --figures $WORK/smoke-dec.json" ||
   fail "a smoke verification failed"
 
-# ---- budgets: what the smoke run left, less ~120 s for data preparation outside the budgets, verification
-# and packing ----
-left=$((TOTAL_SECONDS - ($(date +%s) - START) - 120))
-phase1=$(( LM_SECONDS > DECISION_SECONDS ? LM_SECONDS : DECISION_SECONDS ))
-if (( phase1 + DRAFTER_SECONDS > left )); then
-  scale_num=$left scale_den=$((phase1 + DRAFTER_SECONDS))
-  LM_SECONDS=$((LM_SECONDS * scale_num / scale_den))
-  DECISION_SECONDS=$((DECISION_SECONDS * scale_num / scale_den))
-  DRAFTER_SECONDS=$((DRAFTER_SECONDS * scale_num / scale_den))
+# ---- budgets: what the smoke run left, less ~150 s for data preparation outside the budgets, selection,
+# verification and packing. With SKIP_LM the decision model trains beside the drafters (one phase). ----
+left=$((TOTAL_SECONDS - ($(date +%s) - START) - 150))
+if [ -n "$SKIP_LM" ]; then
+  need=$(( DECISION_SECONDS > DRAFTER_SECONDS ? DECISION_SECONDS : DRAFTER_SECONDS ))
+else
+  need=$(( (LM_SECONDS > DECISION_SECONDS ? LM_SECONDS : DECISION_SECONDS) + DRAFTER_SECONDS ))
 fi
-say "budgets: LM ${LM_SECONDS} s, decision ${DECISION_SECONDS} s, drafters ${DRAFTER_SECONDS} s each"
+if (( need > left )); then
+  LM_SECONDS=$((LM_SECONDS * left / need))
+  DECISION_SECONDS=$((DECISION_SECONDS * left / need))
+  DRAFTER_SECONDS=$((DRAFTER_SECONDS * left / need))
+fi
+say "budgets: LM ${LM_SECONDS} s${SKIP_LM:+ (skipped: the shipped LM stays)}, decision ${DECISION_SECONDS} s, drafters ${DRAFTER_SECONDS} s each"
 
-# ---- 1-3. train and verify ----
+# ---- 1. train: each variant in its own scratch root (models/pylm linked in), side by side ----
 W=$WORK/work
-run_all "lm:python3 tools/train_lm.py --root . --work $W --seconds $LM_SECONDS --log $LOGS/lm.log" \
-        "decision:python3 tools/train_decision.py --root . --seconds $DECISION_SECONDS --log $LOGS/decision.log" ||
-  fail "training failed"
-run_all "dflash1:python3 tools/train_drafter.py --version 1 --root . --work $W --seconds $DRAFTER_SECONDS --log $LOGS/dflash1.log" \
-        "dflash2:python3 tools/train_drafter.py --version 2 --root . --work $W --seconds $DRAFTER_SECONDS --log $LOGS/dflash2.log" ||
-  fail "drafter training failed"
+V=$WORK/var
+variant_root() {  # variant_root NAME: a scratch root whose models/pylm is the repository's
+  mkdir -p "$V/$1/models"
+  ln -sfn "$PWD/models/pylm" "$V/$1/models/pylm"
+  echo "$V/$1"
+}
+specs() {  # specs SCRIPT_ARGS VARIANTS PREFIX: one run_all spec per variant
+  local IFS=';'
+  for v in $2; do
+    local name=${v%%=*} extra=${v#*=}
+    echo "$3-$name:python3 $1 $extra --root $(variant_root "$3-$name") --log $LOGS/$3-$name.log"
+  done
+}
+mapfile -t decision_specs < <(specs "tools/train_decision.py --seconds $DECISION_SECONDS" "$DECISION_VARIANTS" decision)
+mapfile -t drafter_specs < <(specs "tools/train_drafter.py --version 1 --work $W --seconds $DRAFTER_SECONDS" "$DRAFTER_VARIANTS" dflash1;
+                             specs "tools/train_drafter.py --version 2 --work $W --seconds $DRAFTER_SECONDS" "$DRAFTER_VARIANTS" dflash2)
+if [ -n "$SKIP_LM" ]; then
+  python3 tools/train_lm.py --root . --work "$W" --corpus-only --log "$LOGS/corpus.log" >"$LOGS/corpus.out" 2>&1 ||
+    { tail -n 20 "$LOGS/corpus.out" >&2; fail "encoding the corpus with the shipped tokenizer failed"; }
+  run_all "${decision_specs[@]}" "${drafter_specs[@]}" || fail "training failed"
+else
+  run_all "lm:python3 tools/train_lm.py --root . --work $W --seconds $LM_SECONDS --log $LOGS/lm.log" \
+          "${decision_specs[@]}" || fail "training failed"
+  run_all "${drafter_specs[@]}" || fail "drafter training failed"
+fi
+
+# ---- 2. select ----
+python3 tools/select_default_models.py --variants "$V" --root . > "$WORK/selection.json" 2>"$LOGS/select.out" ||
+  { cat "$LOGS/select.out" >&2; fail "selection failed"; }
+say "selection: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d[k] for k in ("chosen", "goals_met", "models_bytes")}), json.dumps(d["candidates"]))' "$WORK/selection.json")"
+
+# ---- 3. verify ----
 verify_ok=1
 run_all "verify-lm:python3 tools/verify_default_models.py --part lm --root . --work $W --figures $WORK/f-lm.json" \
         "verify-dflash1:python3 tools/verify_default_models.py --part dflash1 --root . --work $W --figures $WORK/f-d1.json" \

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Trains a DFlash drafter for models/pylm, the z-lab way (../shared/design/dflash.md §1.9):
-- data: prompts are windows of the training files; the target continues each greedily (the drafter learns the
-  target's own outputs, as z-lab trains on target-regenerated responses); the target's tap rows (residual stream
-  after layers target_layer_ids) of every position are kept on the GPU;
+- data: prompts are windows of the training files, of lengths 8..320 (one length per group of sequences); the
+  target continues each greedily for GEN tokens (the drafter learns the target's own outputs, as z-lab trains on
+  target-regenerated responses); the target's tap rows (residual stream after layers target_layer_ids) of every
+  position are kept on the GPU. The continuations are short on purpose: anchors then sit where a served request's
+  rounds sit (its first ~150 generated tokens after a real prompt), not deep in a long greedy continuation, whose
+  loops are easy to predict (an earlier recipe of 512-token sequences estimated 2.97 at block 8 on its own data and
+  measured 1.77 on held-out prompts);
 - each step takes sequences, picks random anchors a in the generated part, builds blocks [x_a, MASK x (B-1)] at
   positions a..a+B-1 that see the context features of positions < a and their own rows both ways (one masked
   attention over all blocks of a sequence), and trains rows k = 1..B-1 to predict x_{a+k} through the target's
@@ -13,9 +17,11 @@
   predecessor (the anchor for row 1), rows whose true token is not among the candidates skipped, same w_k.
 The embedding and LM head are the target's; the drafter keeps fc, hidden_norm, its layers and final norm.
 Runs for a wall-clock budget, logs loss every N steps and held-out per-row accuracy every eval interval, keeps
-the best held-out estimate of the acceptance length at block 8. Writes models/pylm-dflash (v1) or
-models/pylm-dflash2 (v2): config.json (z-lab layout), model.safetensors (BF16), training.json.
-    python3 tools/train_drafter.py --root . --work /tmp/work --version 1 --seconds 170 [--smoke]"""
+the best held-out estimate of the acceptance length at block 8 (held-out files' prompts, continued like the
+training data). Writes models/pylm-dflash (v1) or models/pylm-dflash2 (v2): config.json (z-lab layout),
+model.safetensors (BF16), training.json.
+    python3 tools/train_drafter.py --root . --work /tmp/work --version 1 --seconds 170 [--smoke]
+    [--layers N] [--inter N] (the drafter's shape; defaults below)"""
 import argparse
 import os
 import random
@@ -31,46 +37,47 @@ from tools.train import common  # noqa: E402
 from tools.train.dflash import Drafter, DrafterShape, energies, hf_config, loss_weights, param_count  # noqa: E402
 from tools.train.qwen3 import greedy, load_target  # noqa: E402
 
-FULL = dict(inter=512, layers=2, seq=512, prompts=[32, 64, 128, 192, 256], sequences=6144, gen_batch=1024,
-            batch=48, rows=256, blocks=[16, 8, 4], held=256)
-SMOKE = dict(inter=128, layers=1, seq=48, prompts=[8, 16], sequences=16, gen_batch=8, batch=4, rows=32,
+FULL = dict(inter=512, layers=2, gen=160, prompts=[8, 16, 32, 64, 96, 128, 160, 192, 256, 320], sequences=12288,
+            gen_batch=1024, held_batch=64, batch=64, rows=256, blocks=[16, 8, 4], held=640)
+SMOKE = dict(inter=128, layers=1, gen=24, prompts=[8, 16], sequences=16, gen_batch=8, held_batch=4, batch=4, rows=32,
              blocks=[8, 4], held=8)
 GAMMA = 7.0
 BLOCK_WEIGHTS = {16: 0.5, 8: 0.3, 4: 0.2}
 
 
 @torch.no_grad()
-def make_data(target, docs_stream, cfg, n, taps, dev, gen, log):
-    """n sequences of cfg.seq tokens (a corpus window, then the target's greedy continuation), the prompt length
-    of each and the tap rows [n, seq, n_t·H] (BF16)."""
-    seqs, plens, tap_rows = [], [], []
+def make_data(target, docs_stream, cfg, n, batch, taps, dev, gen, log):
+    """n sequences in groups of `batch`, each group one prompt length p (cycling through cfg.prompts): a corpus
+    window of p tokens, then the target's greedy continuation of cfg.gen tokens. A list of groups
+    {"x": ids [b, p + gen], "p": p, "taps": tap rows [b, p + gen, n_t·H] (BF16 on the GPU)}."""
+    groups = []
     t0 = time.time()
     done = 0
     while done < n:
-        b = min(cfg["gen_batch"], n - done)
-        p = cfg["prompts"][torch.randint(len(cfg["prompts"]), (1,), generator=gen).item()]
+        b = min(batch, n - done)
+        p = cfg["prompts"][len(groups) % len(cfg["prompts"])]
         starts = torch.randint(0, docs_stream.numel() - p - 1, (b,), generator=gen).tolist()
         prompts = torch.stack([docs_stream[s:s + p] for s in starts]).to(dev)
         with common.autocast(dev):
-            cont = greedy(target, prompts, cfg["seq"] - p, cache_dtype=torch.bfloat16 if dev.type == "cuda"
+            cont = greedy(target, prompts, cfg["gen"], cache_dtype=torch.bfloat16 if dev.type == "cuda"
                           else torch.float32)
             x = torch.cat([prompts, cont], 1)
             _, tr = target(x, taps=taps, final=False)
-        seqs.append(x)
-        plens.append(torch.full((b,), p, dtype=torch.long, device=dev))
-        tap_rows.append(tr.to(torch.bfloat16 if dev.type == "cuda" else torch.float32))
+        groups.append({"x": x, "p": p, "taps": tr.to(torch.bfloat16 if dev.type == "cuda" else torch.float32)})
         done += b
-    log.info("data: %d sequences of %d tokens in %.1f s", n, cfg["seq"], time.time() - t0)
-    return torch.cat(seqs), torch.cat(plens), torch.cat(tap_rows)
+    log.info("data: %d sequences (%d groups, prompts %s, %d generated tokens each) in %.1f s", n, len(groups),
+             sorted({g["p"] for g in groups}), cfg["gen"], time.time() - t0)
+    return groups
 
 
-def sample_blocks(seqs, plens, idx, block, per_seq, mask_id, gen):
-    """Anchors uniformly in [prompt length, seq - block] for each chosen sequence: block ids, anchors, labels."""
-    x, p = seqs[idx], plens[idx]
+def sample_blocks(group, idx, block, per_seq, mask_id, gen):
+    """Anchors uniformly in [p, p + gen - block] (the generated part) for each chosen sequence of a group: block
+    ids, anchors, labels."""
+    x, p = group["x"][idx], group["p"]
     t = x.shape[1]
     r = torch.rand(len(idx), per_seq, generator=gen).to(x.device)
-    anchors = p[:, None] + (r * (t - block + 1 - p[:, None]).float()).long()
-    anchors = torch.minimum(anchors, torch.full_like(anchors, t - block))
+    anchors = p + (r * (t - block + 1 - p)).long()
+    anchors = torch.clamp(anchors, max=t - block)
     offs = torch.arange(block, device=x.device)
     rows = torch.gather(x, 1, (anchors[..., None] + offs).reshape(len(idx), -1)).view(len(idx), per_seq, block)
     ids = rows.clone()
@@ -108,21 +115,21 @@ def step_loss(drafter, target, taps_rows, ids, anchors, labels, selector):
 
 
 @torch.no_grad()
-def heldout(drafter, target, data, block, mask_id, selector, dev):
-    """Per-row greedy accuracy on held-out blocks (v2: of the selector walk with true predecessors) and the
-    acceptance length it implies if rows were independent: 1 + Σ_k Π_{j≤k} acc_j."""
-    seqs, plens, taps = data
+def heldout(drafter, target, groups, block, mask_id, dev):
+    """Per-row greedy accuracy on held-out blocks and the acceptance length it implies if rows were independent:
+    1 + Σ_k Π_{j≤k} acc_j."""
     gen = torch.Generator().manual_seed(0)
     hits = torch.zeros(block - 1, device=dev)
     n = 0
-    for i in range(0, seqs.shape[0], 16):
-        idx = torch.arange(i, min(i + 16, seqs.shape[0]), device=dev)
-        ids, anchors, labels = sample_blocks(seqs, plens, idx, block, 8, mask_id, gen)
-        with common.autocast(dev):
-            _, _, logits = step_loss(drafter, target, taps[idx], ids, anchors, labels, False)
-        pred = logits.float().argmax(-1)
-        hits += (pred == labels.reshape(-1, block - 1)).float().sum(0)
-        n += pred.shape[0]
+    for g in groups:
+        for i in range(0, g["x"].shape[0], 16):
+            idx = torch.arange(i, min(i + 16, g["x"].shape[0]), device=dev)
+            ids, anchors, labels = sample_blocks(g, idx, block, 8, mask_id, gen)
+            with common.autocast(dev):
+                _, _, logits = step_loss(drafter, target, g["taps"][idx], ids, anchors, labels, False)
+            pred = logits.float().argmax(-1)
+            hits += (pred == labels.reshape(-1, block - 1)).float().sum(0)
+            n += pred.shape[0]
     acc = (hits / n).tolist()
     est, run = 1.0, 1.0
     for a in acc:
@@ -139,12 +146,15 @@ def main():
     ap.add_argument("--seconds", type=float, default=170)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--layers", type=int, default=None, help="drafter layers (default: the recipe's)")
+    ap.add_argument("--inter", type=int, default=None, help="drafter MLP width (default: the recipe's)")
     ap.add_argument("--log", default=None)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--eval-every", type=float, default=25.0)
     args = ap.parse_args()
     log = common.setup_logging(args.log, f"dflash{args.version}")
-    cfg = SMOKE if args.smoke else FULL
+    cfg = dict(SMOKE if args.smoke else FULL)
+    cfg.update({k: v for k, v in (("layers", args.layers), ("inter", args.inter)) if v is not None})
     common.seed_all(args.seed)
     dev = common.device()
     budget = common.Budget(min(args.seconds, 10) if args.smoke else args.seconds)
@@ -167,24 +177,25 @@ def main():
 
     gen = torch.Generator().manual_seed(args.seed)
     held_stream = torch.cat([torch.cat([x, torch.tensor([corpus["eot"]])]) for x in corpus["held_docs"]])
-    data = make_data(target, corpus["train"], cfg, cfg["sequences"], taps, dev, gen, log)
-    held = make_data(target, held_stream, cfg, cfg["held"], taps, dev, gen, log)
+    data = make_data(target, corpus["train"], cfg, cfg["sequences"], cfg["gen_batch"], taps, dev, gen, log)
+    held = make_data(target, held_stream, cfg, cfg["held"], cfg["held_batch"], taps, dev, gen, log)
     opt = torch.optim.AdamW(drafter.parameters(), lr=2e-3, betas=(0.9, 0.95), weight_decay=0.01,
                             **({"fused": True} if dev.type == "cuda" else {}))
     pick = random.Random(args.seed)
-    seqs, plens, tap_rows = data
+    sizes = [g["x"].shape[0] for g in data]
     step, best, best_state, last_eval, t_log = 0, -1.0, None, 0.0, time.time()
     max_steps = 6 if args.smoke else 10 ** 9
     drafter.train()
     while (step == 0 or not budget.spent()) and step < max_steps:  # at least one step and evaluation
         block = pick.choices(cfg["blocks"], [BLOCK_WEIGHTS[b] for b in cfg["blocks"]])[0]
         per_seq = max(1, cfg["rows"] // block)
-        idx = torch.randint(0, seqs.shape[0], (cfg["batch"],), generator=gen).to(dev)
-        ids, anchors, labels = sample_blocks(seqs, plens, idx, block, per_seq, d.mask_id, gen)
+        group = data[pick.choices(range(len(data)), sizes)[0]]
+        idx = torch.randint(0, group["x"].shape[0], (min(cfg["batch"], group["x"].shape[0]),), generator=gen).to(dev)
+        ids, anchors, labels = sample_blocks(group, idx, block, per_seq, d.mask_id, gen)
         for g in opt.param_groups:
             g["lr"] = common.lr_at(budget.fraction(), step, 2e-3, 100 if not args.smoke else 2)
         with common.autocast(dev):
-            loss, parts, _ = step_loss(drafter, target, tap_rows[idx], ids, anchors, labels, args.version == 2)
+            loss, parts, _ = step_loss(drafter, target, group["taps"][idx], ids, anchors, labels, args.version == 2)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
@@ -198,7 +209,7 @@ def main():
         if budget.elapsed() - last_eval >= args.eval_every or budget.spent() or step >= max_steps:
             last_eval = budget.elapsed()
             drafter.eval()
-            acc8, est8 = heldout(drafter, target, held, 8 if not args.smoke else 4, d.mask_id, False, dev)
+            acc8, est8 = heldout(drafter, target, held, 8 if not args.smoke else 4, d.mask_id, dev)
             drafter.train()
             log.info("held-out step %d: row accuracy %s, independent-rows acceptance estimate %.3f%s", step,
                      [round(a, 3) for a in acc8], est8, "  best" if est8 > best else "")
@@ -212,7 +223,8 @@ def main():
     common.write_json(os.path.join(out, "training.json"), {
         "about": f"tools/train_drafter.py --version {args.version} (recipe in its top comment)", "seed": args.seed,
         "target": "models/pylm", "parameters": param_count(drafter), "steps": step, "seconds": budget.elapsed(),
-        "sequences": cfg["sequences"], "seq": cfg["seq"], "gamma": GAMMA, "block_weights": BLOCK_WEIGHTS,
+        "layers": cfg["layers"], "inter": cfg["inter"], "sequences": cfg["sequences"], "prompts": cfg["prompts"],
+        "generated": cfg["gen"], "gamma": GAMMA, "block_weights": BLOCK_WEIGHTS,
         "best_heldout_estimate_block8": best})
     log.info("wrote %s (%.1f MB) after %d steps", out, common.dir_bytes(out) / 1e6, step)
 

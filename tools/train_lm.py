@@ -7,7 +7,12 @@ logs loss every N steps and held-out loss every eval interval, and keeps the wei
 loss. Writes models/pylm (config.json, generation_config.json, model.safetensors, tokenizer.json,
 tokenizer_config.json with a ChatML chat_template, corpus.json: Python version, file-list hash, the held-out
 files) and WORK/corpus.pt (token ids for the drafter scripts).
-    python3 tools/train_lm.py --root . --work /tmp/work --seconds 230 [--smoke]"""
+    python3 tools/train_lm.py --root . --work /tmp/work --seconds 230 [--smoke]
+With --corpus-only it trains nothing: it encodes the corpus with the shipped models/pylm/tokenizer.json into
+WORK/corpus.pt (the drafters' input), after checking that this machine's corpus and split are the ones
+models/pylm/corpus.json records (same file-list hash, same held-out files), so drafters can be retrained
+for the shipped LM alone.
+    python3 tools/train_lm.py --root . --work /tmp/work --corpus-only"""
 import argparse
 import copy
 import math
@@ -98,6 +103,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--corpus", default=None, help="source folder (default: this interpreter's stdlib)")
+    ap.add_argument("--corpus-only", action="store_true",
+                    help="write WORK/corpus.pt with the shipped tokenizer and stop (no training)")
     ap.add_argument("--log", default=None)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--eval-every", type=float, default=25.0, help="seconds between held-out evaluations")
@@ -122,8 +129,18 @@ def main():
              len(train_files), len(held_files), info["chars"], info["file_list_sha256"][:16])
 
     t0 = time.time()
-    tok = train_tokenizer([by_name[r] for r in train_files], cfg["vocab"])
-    write_tokenizer_files(tok, out)
+    if args.corpus_only:
+        from tokenizers import Tokenizer
+        shipped = common.read_json(os.path.join(out, "corpus.json"))
+        if shipped["corpus"]["file_list_sha256"] != info["file_list_sha256"] or \
+                shipped["heldout_files"] != held_files:
+            raise SystemExit(f"--corpus-only: {root} is not the corpus models/pylm was trained on (file list "
+                             f"{info['file_list_sha256'][:16]} vs {shipped['corpus']['file_list_sha256'][:16]}, or "
+                             "another held-out split)")
+        tok = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
+    else:
+        tok = train_tokenizer([by_name[r] for r in train_files], cfg["vocab"])
+        write_tokenizer_files(tok, out)
     vocab = tok.get_vocab_size()
     eot = tok.token_to_id("<|endoftext|>")
     enc = lambda names: [e.ids for e in tok.encode_batch([by_name[r] for r in names], add_special_tokens=False)]
@@ -136,6 +153,9 @@ def main():
     torch.save({"train": stream, "held_docs": [torch.tensor(d, dtype=torch.long) for d in held_docs],
                 "held_files": held_files, "vocab": vocab, "eot": eot, "mask": tok.token_to_id("<|mask|>")},
                os.path.join(args.work, "corpus.pt"))
+    if args.corpus_only:
+        log.info("wrote %s (the shipped tokenizer; no training)", os.path.join(args.work, "corpus.pt"))
+        return
 
     s = Qwen3Shape(vocab=vocab, hidden=cfg["hidden"], inter=cfg["inter"], layers=cfg["layers"], heads=cfg["heads"],
                    kv_heads=cfg["kv_heads"], max_positions=1024)

@@ -3,7 +3,11 @@
 // picked ids): batch-1 greedy decode, verify steps of 1..16 rows, batch 8 and 32 decode, prefill of 1k
 // and 8k tokens, KV bytes per token and how many 4k-token requests fit beside the weights. JSON out.
 //   cuda_decoder_bench [--tiny] [--json FILE] [--precision bf16|f16|f32] [--steps N]
+//   cuda_decoder_bench --profile-step SLOTS,ROWS: warms one forward of ROWS new rows for each of SLOTS
+//   sequences at 512 tokens of context, then runs one more between cudaProfilerStart/Stop and exits, for
+//   `ncu --profile-from-start off` (per-kernel device times of exactly one step)
 //   (TANDEM_CUDA_DECODE_GEMM=1: the decoder's GEMMs on the decode GEMM instead of cuBLASLt, to compare)
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -35,6 +39,7 @@ struct Args {
   std::string json;
   ir::Precision precision = ir::Precision::kBF16;
   uint32_t steps = 48;
+  uint32_t profile_slots = 0, profile_rows = 0;  // --profile-step
 };
 
 double median(std::vector<double> v) {
@@ -109,6 +114,27 @@ class Bench {
     return 1e3 * slots / median(ms);
   }
 
+  // One step of `rows` rows for each of `slots` sequences between cudaProfilerStart and Stop, after warm-ups.
+  void profile_step(uint32_t slots, uint32_t rows) {
+    std::vector<std::vector<uint32_t>> ids(slots);
+    std::vector<TargetRows> batch;
+    std::vector<uint32_t> lengths;
+    for (uint32_t s = 0; s < slots; ++s) {
+      ids[s] = tokens(rows);
+      batch.push_back({s, ids[s], rows == 1 ? LogitRows::kLast : LogitRows::kAll, {}});
+      lengths.push_back(t_.cache().length(s));
+    }
+    for (uint32_t i = 0; i < 4; ++i) {
+      if (i == 3 && cudaProfilerStart() != cudaSuccess) die("cudaProfilerStart failed");
+      const auto t0 = Clock::now();
+      check(t_.forward(batch, out_), "profiled step");
+      const double e = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (i == 3 && cudaProfilerStop() != cudaSuccess) die("cudaProfilerStop failed");
+      std::fprintf(stderr, "profile step %u: %u x %u rows, %.3f ms host time\n", i, slots, rows, e);
+      for (uint32_t s = 0; s < slots; ++s) check(t_.cache().crop(s, lengths[s]), "crop");
+    }
+  }
+
   double prefill_tokens_per_s(uint32_t n, uint32_t reps) {
     const std::vector<uint32_t> p = tokens(n);
     std::vector<double> ms;
@@ -168,6 +194,12 @@ int run(const Args& a) {
   j["requests_4k_fit"] = (free1 + t.cache().bytes()) / (size_t{4096} * t.cache().bytes_per_position());
   Bench b(t, shape.vocab);
   const uint32_t ctx = a.tiny ? 64 : 512;
+  if (a.profile_slots > 0) {
+    if (a.profile_slots > slots) die("--profile-step: at most " + std::to_string(slots) + " sequences");
+    b.fill(a.profile_slots, ctx);
+    b.profile_step(a.profile_slots, a.profile_rows);
+    return 0;
+  }
   b.fill(1, ctx);
   j["decode_batch1_tokens_per_s"] = b.decode_tokens_per_s(1, a.steps);
   nlohmann::ordered_json verify;
@@ -203,12 +235,20 @@ int main(int argc, char** argv) {
       a.json = argv[++i];
     } else if (s == "--steps" && i + 1 < argc) {
       a.steps = static_cast<uint32_t>(std::stoul(argv[++i]));
+    } else if (s == "--profile-step" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      const size_t comma = v.find(',');
+      if (comma == std::string::npos) tandem::bench::die("--profile-step takes SLOTS,ROWS");
+      a.profile_slots = static_cast<uint32_t>(std::stoul(v.substr(0, comma)));
+      a.profile_rows = static_cast<uint32_t>(std::stoul(v.substr(comma + 1)));
+      if (a.profile_slots == 0 || a.profile_rows == 0 || a.profile_rows > 16)
+        tandem::bench::die("--profile-step: SLOTS >= 1 and ROWS in 1..16");
     } else if (s == "--precision" && i + 1 < argc) {
       auto p = tandem::ir::parse_precision(argv[++i]);
       if (!p.ok()) tandem::bench::die(p.error().message());
       a.precision = *p;
     } else {
-      tandem::bench::die("unknown argument " + s + " (--tiny, --json FILE, --steps N, --precision P)");
+      tandem::bench::die("unknown argument " + s + " (--tiny, --json FILE, --steps N, --precision P, --profile-step S,R)");
     }
   }
   return tandem::bench::run(a);

@@ -3,8 +3,9 @@ generated from the answers. A ticket draws an issue, a wanted resolution, an urg
 order number and whether the customer wrote before; each is written by a sentence frame filled with a cue
 phrase. Cue phrases and vocabularies (products, names) are shared by all tickets; the FRAMES are split by a
 seeded shuffle into training frames and held-out frames, and held-out tickets use held-out frames only, so
-held-out accuracy measures tickets built from templates the training never saw. Questions are choice (want,
-team, product, issue), score (urgency, mood: ordered levels) and noul (one statement, option "true")."""
+held-out accuracy measures tickets built from templates the training never saw. Filler sentences (no answer in
+them, split the same way) sit at random places. Questions are choice (want, team, product: only where the ticket
+names one, issue), score (urgency, mood: ordered levels) and noul (one statement, option "true")."""
 import random
 
 PRODUCTS = ["laptop", "phone", "headphones", "coffee maker", "desk chair", "monitor", "router", "blender",
@@ -109,6 +110,12 @@ FRAMES = {
                  "The confirmation email never came, so no order number."],
     "close": ["Thanks, {name}", "Regards, {name}", "- {name}", "Best, {name}", "Cheers, {name}",
               "Sincerely, {name}", "Thank you, {name}", "{name}"],
+    # Sentences that carry no answer, so a model cannot lean on where a frame usually sits.
+    "filler": ["I hope you are doing well.", "Thanks in advance for your help.", "See the details below.",
+               "I have attached a photo.", "I've been a customer for years.", "I tried the FAQ first.",
+               "My neighbour recommended your shop.", "I'm writing from my phone, sorry for typos.",
+               "The weather here has been awful.", "I read your terms before writing.",
+               "Let me explain what happened.", "Everything else was fine so far."],
 }
 
 QUESTIONS = {  # key -> (qtype, phrasings)
@@ -177,11 +184,13 @@ def make_ticket(rng, frames):
     elif rng.random() < 0.5:
         extra.append(f("first"))
     extra.append(f("order").format(order=order) if facts["has_order"] else f("no_order"))
+    extra += [f("filler") for _ in range(rng.choice((0, 0, 1, 1, 2)))]
     rng.shuffle(extra)
     parts = [f("channel")] + ([f("open")] if rng.random() < 0.8 else []) + body[:1]
     rest = body[1:] + extra
     rng.shuffle(rest)
     parts += rest + [f("close").format(name=facts["name"])]
+    facts["names_product"] = issue != "account access"  # an account problem mentions no product
     return {"state": " ".join(parts), "facts": facts}
 
 
@@ -212,7 +221,7 @@ def questions_for(rng, ticket, per_type=2):
     the right option; for noul 1 if the statement is true, else 0)."""
     out = []
     for qtype in ("choice", "score", "noul"):
-        keys = [k for k, (t, _) in QUESTIONS.items() if t == qtype]
+        keys = [k for k, (t, _) in QUESTIONS.items() if t == qtype and (k != "product" or ticket["facts"]["names_product"])]
         for key in rng.sample(keys, min(per_type, len(keys))):
             phrasing = rng.choice(QUESTIONS[key][1])
             ans = truth(key, ticket["facts"])

@@ -1,6 +1,7 @@
 // The emulated CUDA runtime (tests only): the cudart subset engine/cuda calls, on the host, one device
 // ("tandem emulator", sm_90). Device memory is host memory with guard bytes; streams run work at once
 // unless capturing; kernels resolve by name to their host builds and run on the SIMT scheduler.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -219,6 +220,10 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   *free = *total - rt().live_bytes;
   return cudaSuccess;
 }
+
+// No profiler here: a range asked for (cuda_decoder_bench --profile-step) is accepted and records nothing.
+cudaError_t cudaProfilerStart() { return cudaSuccess; }
+cudaError_t cudaProfilerStop() { return cudaSuccess; }
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) { return tandem::emu::allocate(ptr, bytes, false); }
 cudaError_t cudaFree(void* ptr) { return tandem::emu::release(ptr, false); }

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Picks the shipped drafters and decision model among the variants tools/train_default_models.sh trained side by
+side (one scratch root per variant, VARIANTS/<name>/models/<model>), by their held-out figures from training only
+(never the test split): a drafter by its best held-out acceptance estimate at block 8, the decision model by its
+calibration-split accuracy (the lowest question type first, then the mean). The pick maximises the goals met
+(estimate >= 3 for each drafter, calib accuracy >= 0.95 for every question type), then est_v1 + est_v2 + 10 x the
+decision model's lowest accuracy, among the combinations whose models/ stays under --limit bytes with the shipped
+LM. Copies the winners into ROOT/models/ and records every candidate's figures in the winner's training.json
+("selection"). Prints the choice as JSON.
+    python3 tools/select_default_models.py --variants /tmp/w/var --root . [--limit 40000000]"""
+import argparse
+import itertools
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from tools.train import common  # noqa: E402
+
+DRAFTERS = ("pylm-dflash", "pylm-dflash2")
+DECISION = "decision-tickets"
+HEADROOM = 300_000  # eval.json files the verification rewrites, and rounding
+
+
+def candidates(variants, model):
+    out = []
+    for name in sorted(os.listdir(variants)):
+        d = os.path.join(variants, name, "models", model)
+        t = os.path.join(d, "training.json")
+        if os.path.isfile(t) and os.path.isfile(os.path.join(d, "model.safetensors")):
+            out.append({"variant": name, "dir": d, "training": common.read_json(t), "bytes": common.dir_bytes(d)})
+    return out
+
+
+def drafter_score(c):
+    return c["training"]["best_heldout_estimate_block8"]
+
+
+def decision_score(c):
+    acc = c["training"]["figures"]["calib_accuracy_at_best"]
+    return min(acc.values()), sum(acc.values()) / len(acc)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", required=True)
+    ap.add_argument("--root", default=".")
+    ap.add_argument("--limit", type=int, default=40_000_000)
+    a = ap.parse_args()
+    models = os.path.join(a.root, "models")
+    fixed = common.dir_bytes(os.path.join(models, "pylm"))
+    pools = [candidates(a.variants, m) for m in (*DRAFTERS, DECISION)]
+    for m, pool in zip((*DRAFTERS, DECISION), pools):
+        if not pool:
+            raise SystemExit(f"select: no trained variant of {m} under {a.variants}")
+    best = None
+    for v1, v2, dec in itertools.product(*pools):
+        total = fixed + v1["bytes"] + v2["bytes"] + dec["bytes"]
+        if total + HEADROOM >= a.limit:
+            continue
+        lo, mean = decision_score(dec)
+        goals = (drafter_score(v1) >= 3) + (drafter_score(v2) >= 3) + (lo >= 0.95)
+        key = (goals, drafter_score(v1) + drafter_score(v2) + 10 * lo, mean)
+        if best is None or key > best[0]:
+            best = (key, (v1, v2, dec), total)
+    if best is None:
+        raise SystemExit(f"select: no combination of the variants fits under {a.limit} bytes beside models/pylm "
+                         f"({fixed} bytes)")
+    (goals, _, _), chosen, total = best
+    record = {m: [{"variant": c["variant"], "bytes": c["bytes"],
+                   "score": drafter_score(c) if m != DECISION else dict(zip(("lowest", "mean"), decision_score(c)))}
+                  for c in pool] for m, pool in zip((*DRAFTERS, DECISION), pools)}
+    for m, c in zip((*DRAFTERS, DECISION), chosen):
+        dst = os.path.join(models, m)
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(c["dir"], dst)
+        t = dict(c["training"], selection={"chosen": c["variant"], "candidates": record[m],
+                                           "rule": "tools/select_default_models.py"})
+        common.write_json(os.path.join(dst, "training.json"), t)
+    print(json.dumps({"chosen": {m: c["variant"] for m, c in zip((*DRAFTERS, DECISION), chosen)}, "goals_met": goals,
+                      "models_bytes": total, "candidates": record}))
+
+
+if __name__ == "__main__":
+    main()
