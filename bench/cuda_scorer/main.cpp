@@ -92,7 +92,7 @@ int run(const Options& o) {
   };
 
   const int w1_calls = o.tiny ? 2 : (o.quick ? 200 : 2000), w1_warm = o.tiny ? 1 : (o.quick ? 20 : 200);
-  if (latency("w1", "W1 (1 question, 4 options, 136 tokens, bucket " + bucket_of(w.w1) + ")",
+  if (latency("w1", fmt::format("W1 (1 question, 4 options, {} tokens, bucket {})", w.w1_len, bucket_of(w.w1)),
               [&] { return exec.run(w.w1, nullptr, out); }, w1_warm, w1_calls)) {
     j["w1"]["bucket"] = bucket_of(w.w1);
   }
@@ -128,7 +128,7 @@ int run(const Options& o) {
   }
 
   // The batch a serving job at max_batch_tokens 4096 runs under W1 load: its time caps a rank's W1 rate.
-  if (latency("serving", fmt::format("serving batch ({} W1 questions x 136 tokens, bucket {})", w.serving.seqs(),
+  if (latency("serving", fmt::format("serving batch ({} W1 questions x {} tokens, bucket {})", w.serving.seqs(), w.w1_len,
                                      bucket_of(w.serving)),
               [&] { return exec.run(w.serving, nullptr, out); }, w3_warm, w3_calls)) {
     j["serving"]["bucket"] = bucket_of(w.serving);

@@ -64,9 +64,10 @@ ir::Batch join(const std::vector<ir::Batch>& qs, size_t begin, size_t end) {
 Workloads make_workloads(bool tiny, const ir::BucketTable& table, const ir::Executor& exec) {
   Workloads w;
   uint64_t state = 7;
-  add_question(w.w1, 136, 4, state);
+  w.w1_len = tiny ? 40 : 136;
+  add_question(w.w1, w.w1_len, 4, state);
   std::vector<ir::Batch> w3q(10);
-  w.w3_len = tiny ? 48 : 512;
+  w.w3_len = tiny ? 24 : 512;
   for (ir::Batch& q : w3q) add_question(q, w.w3_len, 4, state);
   w.w3 = join(w3q, 0, w3q.size());
   for (const auto& [b, e] : split_by_cost(w3q, table)) {
@@ -74,14 +75,15 @@ Workloads make_workloads(bool tiny, const ir::BucketTable& table, const ir::Exec
     auto bucket = exec.bucket_for(w.w3_parts.back());
     w.w3_split += (w.w3_split.empty() ? "" : " + ") + (bucket.ok() ? ir::to_string(*bucket) : std::string("?"));
   }
+  const uint32_t question = tiny ? 32 : 128;  // the full buckets' question length
   for (uint32_t tokens : {512u, 1024u, 2048u, 4096u, 8192u, 16384u}) {
     if (tiny && tokens > 512) break;
     ir::Batch b;
-    for (uint32_t s = 0; s < tokens / 128; ++s) add_question(b, 128, 4, state);
+    for (uint32_t s = 0; s < (tiny ? 128u : tokens) / question; ++s) add_question(b, question, 4, state);
     w.full.push_back(std::move(b));
   }
-  const uint32_t serving_tokens = tiny ? 512 : 4096;
-  for (uint32_t s = 0; s < serving_tokens / 136; ++s) add_question(w.serving, 136, 4, state);
+  const uint32_t serving_tokens = tiny ? 3 * w.w1_len : 4096;
+  for (uint32_t s = 0; s < serving_tokens / w.w1_len; ++s) add_question(w.serving, w.w1_len, 4, state);
   return w;
 }
 
