@@ -4,17 +4,22 @@
 # generator rank with models/pylm and its DFlash drafter) with `tandem launch`, waits for /health, then
 # asks it as a user would (tools/demo_client.py): /v1/decide on a sample ticket, a streamed
 # /v1/completions, and the same completion with and without speculation; then stops the job cleanly.
-# DEMO_PORT picks the port (default 8080); DEMO_BUILD the build folder (default build).
+# DEMO_PORT picks the port (default 8080); DEMO_BUILD the build folder (default build-demo: a Release build of
+# the `tandem` binary alone, CPU backend only, which is all the demo runs; an existing folder, such as the test
+# suite's `build`, is built as it is configured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${DEMO_PORT:-8080}
-BUILD=${DEMO_BUILD:-build}
+BUILD=${DEMO_BUILD:-build-demo}
 say() { echo "==> $*" >&2; }
 
 say "installing what is missing (tools/setup-debian.sh)"
 ./tools/setup-debian.sh
 say "building tandem in $BUILD"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=OFF -DTANDEM_TESTS=OFF \
+    -DTANDEM_BENCH=OFF >/dev/null
+fi
 cmake --build "$BUILD" -j"$(nproc)" --target tandem >/dev/null
 
 CONFIG=$(mktemp -d)/deploy.yaml

@@ -1,37 +1,58 @@
 #!/usr/bin/env python3
 """Picks the shipped drafters and decision model among the variants tools/train_default_models.sh trained side by
 side (one scratch root per variant, VARIANTS/<name>/models/<model>), by their held-out figures from training only
-(never the test split): a drafter by its best held-out acceptance estimate at block 8, the decision model by its
-calibration-split accuracy (the lowest question type first, then the mean). The pick maximises the goals met
+(never the test split), beside the models shipped now (kept unless a variant beats them; not the drafters after the
+LM was retrained, --fresh-lm): a drafter by its best held-out acceptance estimate at block 8, the decision model
+by its calibration-split accuracy (the lowest question type first, then the mean). The pick maximises the goals met
 (estimate >= 3 for each drafter, calib accuracy >= 0.95 for every question type), then est_v1 + est_v2 + 10 x the
 decision model's lowest accuracy, among the combinations whose models/ stays under --limit bytes with the shipped
 LM. Copies the winners into ROOT/models/ and records every candidate's figures in the winner's training.json
 ("selection"). Prints the choice as JSON.
-    python3 tools/select_default_models.py --variants /tmp/w/var --root . [--limit 40000000]"""
+    python3 tools/select_default_models.py --variants /tmp/w/var --root . [--limit 40000000] [--fresh-lm]"""
 import argparse
 import itertools
 import json
 import os
 import shutil
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from tools.train import common  # noqa: E402
 
 DRAFTERS = ("pylm-dflash", "pylm-dflash2")
 DECISION = "decision-tickets"
 HEADROOM = 300_000  # eval.json files the verification rewrites, and rounding
 
 
-def candidates(variants, model):
-    out = []
-    for name in sorted(os.listdir(variants)):
-        d = os.path.join(variants, name, "models", model)
-        t = os.path.join(d, "training.json")
-        if os.path.isfile(t) and os.path.isfile(os.path.join(d, "model.safetensors")):
-            out.append({"variant": name, "dir": d, "training": common.read_json(t), "bytes": common.dir_bytes(d)})
-    return out
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_json(path, obj):  # as tools/train/common.py writes JSON (this script runs without torch)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def dir_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def candidate(name, d, model):
+    t = os.path.join(d, "training.json")
+    if not (os.path.isfile(t) and os.path.isfile(os.path.join(d, "model.safetensors"))):
+        return None
+    c = {"variant": name, "dir": d, "training": read_json(t), "bytes": dir_bytes(d)}
+    try:  # a model trained before its figure existed cannot be compared, so it is no candidate
+        drafter_score(c) if model != DECISION else decision_score(c)
+    except (KeyError, TypeError):
+        return None
+    return c
+
+
+def candidates(variants, model, shipped):
+    """The variants' models, and the one in models/ now (variant "shipped") where its figures compare."""
+    out = [candidate(name, os.path.join(variants, name, "models", model), model) for name in sorted(os.listdir(variants))]
+    if shipped is not None:
+        out.append(candidate("shipped", shipped, model))
+    return [c for c in out if c is not None]
 
 
 def drafter_score(c):
@@ -48,10 +69,13 @@ def main():
     ap.add_argument("--variants", required=True)
     ap.add_argument("--root", default=".")
     ap.add_argument("--limit", type=int, default=40_000_000)
+    ap.add_argument("--fresh-lm", action="store_true", help="models/pylm was just retrained: the shipped drafters "
+                    "belong to the old one and are no candidates")
     a = ap.parse_args()
     models = os.path.join(a.root, "models")
-    fixed = common.dir_bytes(os.path.join(models, "pylm"))
-    pools = [candidates(a.variants, m) for m in (*DRAFTERS, DECISION)]
+    fixed = dir_bytes(os.path.join(models, "pylm"))
+    pools = [candidates(a.variants, m, None if a.fresh_lm and m in DRAFTERS else os.path.join(models, m))
+             for m in (*DRAFTERS, DECISION)]
     for m, pool in zip((*DRAFTERS, DECISION), pools):
         if not pool:
             raise SystemExit(f"select: no trained variant of {m} under {a.variants}")
@@ -73,12 +97,14 @@ def main():
                    "score": drafter_score(c) if m != DECISION else dict(zip(("lowest", "mean"), decision_score(c)))}
                   for c in pool] for m, pool in zip((*DRAFTERS, DECISION), pools)}
     for m, c in zip((*DRAFTERS, DECISION), chosen):
+        if c["variant"] == "shipped":
+            continue  # stays as it is
         dst = os.path.join(models, m)
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(c["dir"], dst)
         t = dict(c["training"], selection={"chosen": c["variant"], "candidates": record[m],
                                            "rule": "tools/select_default_models.py"})
-        common.write_json(os.path.join(dst, "training.json"), t)
+        write_json(os.path.join(dst, "training.json"), t)
     print(json.dumps({"chosen": {m: c["variant"] for m, c in zip((*DRAFTERS, DECISION), chosen)}, "goals_met": goals,
                       "models_bytes": total, "candidates": record}))
 

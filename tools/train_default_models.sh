@@ -27,8 +27,15 @@ DECISION_SECONDS=${DECISION_SECONDS:-180}
 DRAFTER_SECONDS=${DRAFTER_SECONDS:-140}
 TOTAL_SECONDS=${TOTAL_SECONDS:-510}
 SKIP_LM=${SKIP_LM:-}
-DECISION_VARIANTS=${DECISION_VARIANTS:-"base=;l5w128=--layers 5 --local-attention 128"}
-DRAFTER_VARIANTS=${DRAFTER_VARIANTS:-"l2i512=--layers 2 --inter 512;l3i384=--layers 3 --inter 384"}
+DECISION_VARIANTS=${DECISION_VARIANTS-"base=;l5w128=--layers 5 --local-attention 128"}
+DRAFTER_VARIANTS=${DRAFTER_VARIANTS-"l2i512=--layers 2 --inter 512;l3i384=--layers 3 --inter 384"}
+ONLY=${ONLY:-}  # decision | drafters: train only those (the shipped LM stays, as with SKIP_LM)
+case "$ONLY" in
+  "") ;;
+  decision) SKIP_LM=1; DRAFTER_VARIANTS= ;;
+  drafters) SKIP_LM=1; DECISION_VARIANTS= ;;
+  *) echo "ONLY=$ONLY: say decision or drafters" >&2; exit 2 ;;
+esac
 LOGS=$WORK/logs
 rm -rf "$WORK"
 mkdir -p "$OUT" "$LOGS" "$WORK/smoke-root/models"
@@ -83,6 +90,13 @@ PY
 S=$WORK/smoke-root
 SW=$WORK/smoke-work
 say "smoke: selftest and every script at toy size"
+if [ "$ONLY" = decision ]; then  # the decision model's scripts alone
+  run_all "smoke-selftest:python3 tools/train/selftest.py" \
+          "smoke-decision:python3 tools/train_decision.py --smoke --root $S --log $LOGS/smoke-decision.log" ||
+    fail "a smoke run failed"
+  run_all "smoke-verify-decision:python3 tools/verify_default_models.py --smoke --part decision --root $S --work $SW --figures $WORK/smoke-dec.json" ||
+    fail "a smoke verification failed"
+else
 run_all "smoke-selftest:python3 tools/train/selftest.py" \
         "smoke-lm:python3 tools/train_lm.py --smoke --root $S --work $SW --log $LOGS/smoke-lm.log" \
         "smoke-decision:python3 tools/train_decision.py --smoke --root $S --log $LOGS/smoke-decision.log" ||
@@ -101,6 +115,7 @@ run_all "smoke-verify-lm:python3 tools/verify_default_models.py --smoke --part l
         "smoke-verify-dflash2:python3 tools/verify_default_models.py --smoke --part dflash2 --root $S --work $SW --figures $WORK/smoke-d2.json" \
         "smoke-verify-decision:python3 tools/verify_default_models.py --smoke --part decision --root $S --work $SW --figures $WORK/smoke-dec.json" ||
   fail "a smoke verification failed"
+fi
 
 # ---- budgets: what the smoke run left, less ~150 s for data preparation outside the budgets, selection,
 # verification and packing. With SKIP_LM the decision model trains beside the drafters (one phase). ----
@@ -135,7 +150,9 @@ specs() {  # specs SCRIPT_ARGS VARIANTS PREFIX: one run_all spec per variant
 mapfile -t decision_specs < <(specs "tools/train_decision.py --seconds $DECISION_SECONDS" "$DECISION_VARIANTS" decision)
 mapfile -t drafter_specs < <(specs "tools/train_drafter.py --version 1 --work $W --seconds $DRAFTER_SECONDS" "$DRAFTER_VARIANTS" dflash1;
                              specs "tools/train_drafter.py --version 2 --work $W --seconds $DRAFTER_SECONDS" "$DRAFTER_VARIANTS" dflash2)
-if [ -n "$SKIP_LM" ]; then
+if [ "$ONLY" = decision ]; then
+  run_all "${decision_specs[@]}" || fail "training failed"
+elif [ -n "$SKIP_LM" ]; then
   python3 tools/train_lm.py --root . --work "$W" --corpus-only --log "$LOGS/corpus.log" >"$LOGS/corpus.out" 2>&1 ||
     { tail -n 20 "$LOGS/corpus.out" >&2; fail "encoding the corpus with the shipped tokenizer failed"; }
   run_all "${decision_specs[@]}" "${drafter_specs[@]}" || fail "training failed"
@@ -146,17 +163,22 @@ else
 fi
 
 # ---- 2. select ----
-python3 tools/select_default_models.py --variants "$V" --root . > "$WORK/selection.json" 2>"$LOGS/select.out" ||
+mkdir -p "$V"
+fresh=()
+[ -n "$SKIP_LM" ] || fresh=(--fresh-lm)  # a new LM: the shipped drafters belong to the old one
+python3 tools/select_default_models.py --variants "$V" --root . "${fresh[@]}" > "$WORK/selection.json" 2>"$LOGS/select.out" ||
   { cat "$LOGS/select.out" >&2; fail "selection failed"; }
 say "selection: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d[k] for k in ("chosen", "goals_met", "models_bytes")}), json.dumps(d["candidates"]))' "$WORK/selection.json")"
 
 # ---- 3. verify ----
 verify_ok=1
-run_all "verify-lm:python3 tools/verify_default_models.py --part lm --root . --work $W --figures $WORK/f-lm.json" \
-        "verify-dflash1:python3 tools/verify_default_models.py --part dflash1 --root . --work $W --figures $WORK/f-d1.json" \
-        "verify-dflash2:python3 tools/verify_default_models.py --part dflash2 --root . --work $W --figures $WORK/f-d2.json" \
-        "verify-decision:python3 tools/verify_default_models.py --part decision --root . --work $W --figures $WORK/f-dec.json" ||
-  verify_ok=0
+verify=("verify-decision:python3 tools/verify_default_models.py --part decision --root . --work $W --figures $WORK/f-dec.json")
+if [ "$ONLY" != decision ]; then  # ONLY=decision leaves the LM and drafters as they were verified
+  verify+=("verify-lm:python3 tools/verify_default_models.py --part lm --root . --work $W --figures $WORK/f-lm.json"
+           "verify-dflash1:python3 tools/verify_default_models.py --part dflash1 --root . --work $W --figures $WORK/f-d1.json"
+           "verify-dflash2:python3 tools/verify_default_models.py --part dflash2 --root . --work $W --figures $WORK/f-d2.json")
+fi
+run_all "${verify[@]}" || verify_ok=0
 
 # ---- 4. figures and packing (also after a failed verification, so its logs and the models come back) ----
 python3 - "$WORK" "$OUT/figures.json" "$verify_ok" <<'PY' 2>&1 | tee -a "$SUMMARY" >&2

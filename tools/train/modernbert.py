@@ -59,9 +59,10 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    def __init__(self, s):
+    def __init__(self, s, dropout=0.0):
         super().__init__()
         self.s = s
+        self.dropout = dropout  # training only (F.dropout is the identity in eval mode)
         self.embeddings = nn.Module()
         self.embeddings.tok_embeddings = nn.Embedding(s.vocab, s.hidden)
         self.embeddings.norm = NoBiasLayerNorm(s.hidden, s.eps)
@@ -92,9 +93,10 @@ class Encoder(nn.Module):
             else:
                 sc = (q @ k.transpose(-1, -2)).float() * 0.125
                 y = torch.softmax(sc.masked_fill(~mask, float("-inf")), -1).to(v.dtype) @ v
-            x = x + layer.attn.Wo(y.transpose(1, 2).reshape(n, t, s.hidden))
+            drop = lambda v: F.dropout(v, self.dropout, self.training) if self.dropout > 0 else v
+            x = x + drop(layer.attn.Wo(y.transpose(1, 2).reshape(n, t, s.hidden)))
             a, g = layer.mlp.Wi(layer.mlp_norm(x)).chunk(2, -1)
-            x = x + layer.mlp.Wo(F.gelu(a) * g)
+            x = x + drop(layer.mlp.Wo(F.gelu(a) * g))
         return self.final_norm(x)
 
 
@@ -116,13 +118,13 @@ def act_features(cls_rows, logits, kmask):
 
 
 class DecisionModel(nn.Module):
-    def __init__(self, s, temperature=(1.0, 1.0, 1.0)):
+    def __init__(self, s, temperature=(1.0, 1.0, 1.0), dropout=0.0):
         super().__init__()
         self.s = s
         d = s.hidden
-        self.encoder = Encoder(s)
+        self.encoder = Encoder(s, dropout)
         self.type_emb = nn.Embedding(3, d)
-        layer = nn.TransformerEncoderLayer(d, d // 64, dim_feedforward=4 * d, dropout=0.0, activation="relu",
+        layer = nn.TransformerEncoderLayer(d, d // 64, dim_feedforward=4 * d, dropout=dropout, activation="relu",
                                            batch_first=True, norm_first=True, layer_norm_eps=1e-5)
         self.head = nn.TransformerEncoder(layer, s.head_layers, enable_nested_tensor=False)
         self.scorer = nn.Sequential(nn.LayerNorm(d, eps=1e-5), nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))

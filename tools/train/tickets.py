@@ -66,50 +66,71 @@ MOOD_CUES = {"furious": ["furious", "absolutely livid", "outraged", "fed up and 
              "calm": ["not upset at all", "perfectly calm about it", "fine with waiting", "relaxed about this",
                       "patient"]}
 REPEAT_CUES = ["written to you before", "called twice already", "emailed last week", "contacted you three times",
-               "chatted with an agent yesterday"]
+               "chatted with an agent yesterday", "written to you twice this month", "complained about this before",
+               "reported this a week ago", "been in touch about this already"]
 
 # Sentence frames. Each list is split into training and held-out frames.
 FRAMES = {
     "channel": ["Customer email:", "Chat message:", "Ticket:", "Support form:", "Message from the app:",
-                "Web form submission:", "Email to support:", "New ticket:"],
-    "open": ["Hi,", "Hello team,", "Dear support,", "Hey there,", "Good morning,", "Hello,", "To whom it may concern,",
-             "Hi support team,"],
+                "Web form submission:", "Email to support:", "New ticket:", "Support request:", "Contact form:",
+                "Forwarded message:", "Helpdesk ticket:", "Message via website:"],
+    "open": ["Hi,", "Hello team,", "Dear support,", "Hey there,", "Good morning,", "Hello,",
+             "To whom it may concern,", "Hi support team,", "Hi there,", "Dear team,", "Greetings,",
+             "Hello support,", "Hi folks,"],
     "product_issue": ["My {product} {cue}.", "I ordered a {product} last week and it {cue}.",
                       "The {product} I bought {cue}.", "So the {product} from your store {cue}.",
                       "Unfortunately my new {product} {cue}.", "I'm writing because the {product} {cue}.",
                       "The {product} that I received {cue}.", "Quick note: the {product} {cue}.",
-                      "It seems the {product} I paid for {cue}.", "Last month I got a {product}, and it {cue}."],
+                      "It seems the {product} I paid for {cue}.", "Last month I got a {product}, and it {cue}.",
+                      "About the {product}: it {cue}.", "The {product} you sent me {cue}.",
+                      "Regarding my {product} - it {cue}.", "This concerns a {product}, which {cue}.",
+                      "Your {product} {cue}, and I am not happy.", "My recently purchased {product} {cue}."],
     "account_issue": ["{cap_cue}.", "I'm writing because {cue}.", "Since yesterday {cue}.", "Problem: {cue}.",
                       "For some reason {cue}.", "I noticed that {cue}.", "Ever since the update {cue}.",
-                      "Help, {cue}."],
+                      "Help, {cue}.", "Quick problem: {cue}.", "Today {cue}.", "Apparently {cue}.",
+                      "Just so you know, {cue}."],
     "want": ["I would like {want}.", "All I want is {want}.", "Can I get {want}?", "I'm asking for {want}.",
              "What I need is {want}.", "I expect {want}.", "Could you give me {want}?", "I'd appreciate {want}.",
              "Please just give me {want}.", "My request is simple: {want}.", "The fix I want is {want}.",
-             "I am requesting {want}."],
+             "I am requesting {want}.", "I want {want}.", "Please arrange {want}.", "Ideally I would get {want}.",
+             "I am hoping for {want}.", "The outcome I want is {want}.", "Send me {want}, please."],
     "want_not": ["I don't want {other}, I want {want}.", "Not {other} - {want}, please.",
                  "Forget {other}; I need {want}.", "I'm not interested in {other}, only {want}.",
                  "Rather than {other}, I'd like {want}.", "Please, no {other}. Just {want}.",
-                 "Instead of {other} I want {want}.", "{cap_other} won't do, I need {want}."],
+                 "Instead of {other} I want {want}.", "{cap_other} won't do, I need {want}.",
+                 "Skip {other}, I want {want}.", "Not interested in {other}; {want} please.",
+                 "I am asking for {want}, not {other}.", "I want {want}, not {other}.",
+                 "Give me {want} rather than {other}.", "What I need is {want} and not {other}."],
     "urgency": ["I need this sorted {cue}.", "Please handle it {cue}.", "Could someone reply {cue}?",
                 "I'd like an answer {cue}.", "It has to be resolved {cue}.", "Please get back to me {cue}.",
                 "Let me know {cue}.", "A response {cue} would be great.", "I need to hear back {cue}.",
-                "Deal with this {cue}, please."],
+                "Deal with this {cue}, please.", "Reply {cue} please.", "I expect a reply {cue}.",
+                "This needs attention {cue}.", "Sort it out {cue}.", "Answer me {cue}."],
     "mood": ["I am {cue}.", "Honestly I'm {cue}.", "To be clear, I'm {cue}.", "Right now I feel {cue}.",
              "As you can imagine, I'm {cue}.", "I have to say I'm {cue}.", "I'm {cue} about the whole thing.",
-             "Frankly, I am {cue}."],
+             "Frankly, I am {cue}.", "I feel {cue}.", "Right now I am {cue}.", "Honestly, I feel {cue}.",
+             "I must say I am {cue}.", "Overall I am {cue}.", "Emotionally, I am {cue}."],
     "repeat": ["I have {cue}.", "Note that I've {cue}.", "For the record, I've {cue} about this.",
-               "This isn't new: I've {cue}.", "Just so you know, I have {cue}.", "Keep in mind I've {cue}."],
+               "This isn't new: I've {cue}.", "Just so you know, I have {cue}.", "Keep in mind I've {cue}.",
+               "I've already {cue}.", "Previously I have {cue}.", "This is a follow-up: I have {cue}.",
+               "As mentioned before, I have {cue}.", "This is not the first time: I have {cue}."],
     "first": ["This is my first message about it.", "I haven't contacted you about this before.",
               "First time reaching out.", "This is the first time I write to you.",
-              "I'm contacting you for the first time."],
+              "I'm contacting you for the first time.", "I am writing about this for the first time.",
+              "No earlier contact about this.", "This is a new issue for me.",
+              "Never contacted you before about it."],
     "order": ["My order number is {order}.", "Order #{order}.", "The order is {order}.", "Reference: {order}.",
               "It was order {order}.", "Order ID {order} for reference.", "(order {order})",
-              "You can find it under order {order}."],
+              "You can find it under order {order}.", "Order number: {order}.", "The order was {order}.",
+              "Order reference {order}.", "My order is #{order}."],
     "no_order": ["I can't find my order number.", "I lost the order confirmation.",
                  "I don't have the order number handy.", "Not sure what the order number was.",
-                 "The confirmation email never came, so no order number."],
+                 "The confirmation email never came, so no order number.", "No order number, sorry.",
+                 "I do not remember the order number.", "I threw away the receipt with the order number.",
+                 "The order number is missing from my email."],
     "close": ["Thanks, {name}", "Regards, {name}", "- {name}", "Best, {name}", "Cheers, {name}",
-              "Sincerely, {name}", "Thank you, {name}", "{name}"],
+              "Sincerely, {name}", "Thank you, {name}", "{name}", "Kind regards, {name}", "All the best, {name}",
+              "Yours, {name}", "Many thanks, {name}"],
     # Sentences that carry no answer, so a model cannot lean on where a frame usually sits.
     "filler": ["I hope you are doing well.", "Thanks in advance for your help.", "See the details below.",
                "I have attached a photo.", "I've been a customer for years.", "I tried the FAQ first.",
@@ -217,12 +238,14 @@ def options_for(rng, key, answer):
 
 
 def questions_for(rng, ticket, per_type=2):
-    """per_type questions of each type about a ticket: dicts with qtype, question, options, answer (the index of
-    the right option; for noul 1 if the statement is true, else 0)."""
+    """per_type questions of each type (an int, or a dict by type) about a ticket: dicts with qtype, question,
+    options, answer (the index of the right option; for noul 1 if the statement is true, else 0)."""
     out = []
     for qtype in ("choice", "score", "noul"):
-        keys = [k for k, (t, _) in QUESTIONS.items() if t == qtype and (k != "product" or ticket["facts"]["names_product"])]
-        for key in rng.sample(keys, min(per_type, len(keys))):
+        n = per_type[qtype] if isinstance(per_type, dict) else per_type
+        keys = [k for k, (t, _) in QUESTIONS.items()
+                if t == qtype and (k != "product" or ticket["facts"]["names_product"])]
+        for key in rng.sample(keys, min(n, len(keys))):
             phrasing = rng.choice(QUESTIONS[key][1])
             ans = truth(key, ticket["facts"])
             if qtype == "noul":
