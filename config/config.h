@@ -23,10 +23,15 @@ const char* to_string(Role role);  // "coordinator", "scorer", "target", "drafte
 bool runs_target(Role role);
 bool runs_drafter(Role role);
 
+// Who may call the admin routes (POST /admin/drain, /admin/undrain).
+enum class AdminAccess : uint8_t { kLoopback, kAll, kOff };
+const char* to_string(AdminAccess access);  // "loopback", "all", "off"
+
 struct Listener {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: the OS picks a free port (printed at start)
   uint32_t io_threads = 1;
+  AdminAccess admin = AdminAccess::kLoopback;  // clients on a loopback address only, by default
 };
 
 struct Limits {

@@ -19,6 +19,15 @@ const char* to_string(Role role) {
 bool runs_target(Role role) { return role == Role::kTarget || role == Role::kGenerator; }
 bool runs_drafter(Role role) { return role == Role::kDrafter || role == Role::kGenerator; }
 
+const char* to_string(AdminAccess access) {
+  switch (access) {
+    case AdminAccess::kLoopback: return "loopback";
+    case AdminAccess::kAll: return "all";
+    case AdminAccess::kOff: return "off";
+  }
+  return "loopback";
+}
+
 const char* to_string(Verify v) {
   switch (v) {
     case Verify::kMatch: return "match";

@@ -67,6 +67,9 @@ Result<Listener> read_server(YamlMap& top) {
   out.host = host;
   TANDEM_TRY(read_u32(m, "port", out.port, 0, 65535));
   TANDEM_TRY(read_u32(m, "io_threads", out.io_threads, 1, 64));
+  static constexpr std::array<std::string_view, 3> kAdmin = {"loopback", "all", "off"};
+  TANDEM_ASSIGN(const std::string admin, m.choice("admin", to_string(out.admin), kAdmin));
+  out.admin = admin == "all" ? AdminAccess::kAll : (admin == "off" ? AdminAccess::kOff : AdminAccess::kLoopback);
   TANDEM_TRY(m.finish());
   return out;
 }

@@ -144,6 +144,7 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
     generation = std::make_unique<GenerationApi>(*models.generation, scheduler.get(), metrics);
     api.open_generation(*generation);
   }
+  if (scheduler) api.open_admin(*scheduler);
   on_listening(server.value()->port());
 
   int code = control.serve(outbox, stop);

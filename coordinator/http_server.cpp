@@ -259,6 +259,9 @@ class Session : public std::enable_shared_from_this<Session> {
     request.target = target_;
     request.content_type = std::string(req[http::field::content_type]);
     request.body = std::move(req.body());
+    beast::error_code peer_ec;
+    const auto peer = stream_.socket().remote_endpoint(peer_ec);
+    request.loopback = !peer_ec && peer.address().is_loopback();
     exchange_ = std::make_shared<ExchangeImpl>(weak_from_this(), server_.gate);
     waiting_ = true;
     request_timer_.expires_after(std::chrono::milliseconds(server_.limits.request_timeout_ms));

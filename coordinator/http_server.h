@@ -25,6 +25,7 @@ struct HttpRequest {
   std::string target;  // path and query as sent
   std::string content_type;
   std::string body;
+  bool loopback = false;  // the client connected from a loopback address (admin routes: server.admin)
 };
 
 struct HttpResponse {

@@ -1,6 +1,8 @@
 // The JSON body helpers of the request parsers (json_body_impl.h).
 #include "coordinator/json_body_impl.h"
 
+#include <algorithm>
+#include <cctype>
 #include <vector>
 
 #include <fmt/format.h>
@@ -116,6 +118,14 @@ class PathTrackingSax {
 };
 
 }  // namespace
+
+bool is_json_content_type(std::string_view type) {
+  if (type.empty()) return true;  // curl -d without -H: accept
+  std::string lower(type.substr(0, type.find(';')));
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  while (!lower.empty() && lower.back() == ' ') lower.pop_back();
+  return lower == "application/json";
+}
 
 std::string at(const std::string& path, std::string_view key) { return fmt::format("{}.{}", path, key); }
 std::string at(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }

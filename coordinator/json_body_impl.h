@@ -24,6 +24,9 @@ ApiError wrong_type(const std::string& path, const nlohmann::json& j, std::strin
 const char* json_kind(const nlohmann::json& j);    // "a string", "an integer", ...
 std::string json_shown(const nlohmann::json& j);  // its JSON text, shortened for a message
 
+// Whether a Content-Type names JSON ("application/json", any parameters; none at all, as curl -d sends).
+bool is_json_content_type(std::string_view type);
+
 std::string at(const std::string& path, std::string_view key);  // "a.b"
 std::string at(const std::string& path, size_t index);          // "a[3]"
 

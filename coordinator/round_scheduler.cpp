@@ -1,15 +1,13 @@
 // RoundScheduler (round_scheduler.h): events in one queue, handled on the "rounds" thread under one
-// lock; callbacks run after the lock is let go, so they may submit or cancel.
+// lock; callbacks run after the lock is let go, so they may submit or cancel. Drains and the drafter
+// views are drafter_drain.cpp's.
 #include "coordinator/round_scheduler.h"
 
 #include "coordinator/control_plane.h"
+#include "coordinator/round_scheduler_impl.h"
 #include "coordinator/scheduler_metrics.h"
 
 #include <algorithm>
-#include <deque>
-#include <map>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -17,61 +15,6 @@
 
 namespace tandem::coordinator {
 namespace {
-
-struct Entry {
-  uint64_t id = 0;
-  GenerationRequest request;
-  GenerationCallback callback;
-  int rank = -1;  // -1 while queued
-  uint32_t slot = 0;
-  int drafter = -1;  // the rank drafting for it; -1: plain decoding
-  bool moved = false;  // its drafter died and another one took it over
-  bool cancelled = false;
-  bool prefilled = false;
-  SpeculativeStats stats;
-};
-
-struct TargetRank {
-  TargetRankView view;
-  std::string name;
-  uint32_t block = 0;        // the rank's block size (Ready)
-  uint32_t max_context = 0;
-  uint32_t vocab = 0;
-  bool in_flight = false;
-  uint64_t round = 0;
-  std::vector<int> drafters;  // a generator: itself; a target: its drafter ranks
-  std::map<uint32_t, std::shared_ptr<Entry>> slots;  // occupied slots
-  // Drafter context moves not sent yet, by slot: the request there and its new drafter. They wait for
-  // a free slot (the target recomputes the tap rows there), which schedule() keeps from admissions.
-  std::map<uint32_t, std::pair<uint64_t, int>> moves;
-};
-
-struct Submitted {
-  std::shared_ptr<Entry> entry;
-};
-struct Cancel {
-  uint64_t id = 0;
-};
-struct Ready {
-  int rank = -1;
-  worker::Ready ready;
-};
-struct Done {
-  int rank = -1;
-  worker::RoundDone done;
-};
-struct Failed {
-  int rank = -1;
-  worker::RoundFailed failed;
-};
-struct Dead {
-  int rank = -1;
-  std::string why;
-};
-struct Stop {
-  ApiError error;
-};
-using Event = std::variant<Submitted, Cancel, Ready, Done, Failed, Dead, Stop>;
 
 GenerationFinish finish_of(worker::GenFinish f) {
   switch (f) {
@@ -84,66 +27,23 @@ GenerationFinish finish_of(worker::GenFinish f) {
 
 }  // namespace
 
-struct RoundScheduler::Impl {
-  Impl(const config::Deployment& d, const worker::Topology& t, worker::BlockingQueue<Dispatch>& o)
-      : generation(d.generation), topology(t), outbox(o) {
-    for (int r : t.workers()) {
-      if (!config::runs_target(t.role_of(r))) continue;
-      TargetRank tr;
-      tr.view.rank = r;
-      tr.name = t.describe(r);
-      if (t.role_of(r) == config::Role::kGenerator) tr.drafters.push_back(r);
-      ranks.emplace(r, std::move(tr));
-    }
-    for (int r : t.workers()) {
-      if (t.role_of(r) != config::Role::kDrafter) continue;
-      const int target = t.config_of(r).target;
-      if (auto it = ranks.find(target); it != ranks.end()) it->second.drafters.push_back(r);
-      drafters_dead.emplace(r, false);
-    }
+RoundScheduler::Impl::Impl(const config::Deployment& d, const worker::Topology& t, worker::BlockingQueue<Dispatch>& o)
+    : generation(d.generation), topology(t), outbox(o) {
+  for (int r : t.workers()) {
+    if (!config::runs_target(t.role_of(r))) continue;
+    TargetRank tr;
+    tr.view.rank = r;
+    tr.name = t.describe(r);
+    if (t.role_of(r) == config::Role::kGenerator) tr.drafters.push_back(r);
+    ranks.emplace(r, std::move(tr));
   }
-  // The live drafter of `t` with the fewest requests; -1 when none is alive.
-  int pick_drafter(const TargetRank& t) const {
-    int best = -1;
-    size_t best_load = 0;
-    for (int d : t.drafters) {
-      if (auto it = drafters_dead.find(d); it != drafters_dead.end() && it->second) continue;
-      size_t load = 0;
-      for (const auto& [slot, e] : t.slots) load += e->drafter == d ? 1 : 0;
-      if (best < 0 || load < best_load) {
-        best = d;
-        best_load = load;
-      }
-    }
-    return best;
+  for (int r : t.workers()) {
+    if (t.role_of(r) != config::Role::kDrafter) continue;
+    const int target = t.config_of(r).target;
+    if (auto it = ranks.find(target); it != ranks.end()) it->second.drafters.push_back(r);
+    drafters_dead.emplace(r, false);
   }
-
-  using Calls = std::vector<std::pair<GenerationCallback, GenerationEvent>>;
-
-  void run();
-  void handle(Event& e, Calls& calls);
-  void schedule(Calls& calls);
-  void send_round(TargetRank& rank, std::vector<std::shared_ptr<Entry>> admits);
-  void finish(Entry& e, GenerationFinish f, std::optional<ApiError> error, Calls& calls, std::vector<uint32_t> tokens = {});
-  void fail_rank(TargetRank& rank, const ApiError& error, Calls& calls);
-  bool any_target_alive() const;
-
-  config::Generation generation;
-  const worker::Topology& topology;
-  worker::BlockingQueue<Dispatch>& outbox;
-  worker::BlockingQueue<Event> events;
-  std::thread thread;
-
-  mutable std::mutex mutex;  // everything below
-  std::map<int, TargetRank> ranks;
-  std::map<int, bool> drafters_dead;  // drafter ranks (role drafter): whether declared dead
-  std::map<int, uint32_t> drafter_slots;  // what each drafter (or generator) reported last
-  std::deque<std::shared_ptr<Entry>> queue;
-  size_t waiting = 0;  // submitted, not yet admitted nor ended (also those still in `events`)
-  std::map<uint64_t, std::shared_ptr<Entry>> entries;  // queued or holding a slot
-  uint64_t next_id = 1;
-  std::optional<ApiError> stopped;
-};
+}
 
 namespace {
 
@@ -160,7 +60,7 @@ class Handle final : public GenerationHandle {
 }  // namespace
 
 void Handle::cancel() {
-  if (auto impl = impl_.lock()) impl->events.push(Cancel{id_});
+  if (auto impl = impl_.lock()) impl->events.push(RoundScheduler::Impl::Cancel{id_});
 }
 
 bool RoundScheduler::Impl::any_target_alive() const {
@@ -190,6 +90,10 @@ void RoundScheduler::Impl::fail_rank(TargetRank& rank, const ApiError& error, Ca
   rank.moves.clear();
   rank.in_flight = false;
   rank.view.slots_used = 0;
+  // Nothing is left to move off its drained drafters.
+  rank.drains_sent.insert(rank.drains_sent.end(), rank.drains.begin(), rank.drains.end());
+  rank.drains.clear();
+  drains_done(rank);
 }
 
 void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
@@ -207,8 +111,9 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
     if (e->rank < 0) queue.erase(std::remove(queue.begin(), queue.end(), e), queue.end());
     // A request holding a slot keeps it until the next round's releases free it on the rank.
     finish(*e, GenerationFinish::kCancelled, std::nullopt, calls);
-  } else if (std::holds_alternative<Ready>(event)) {
-    // on_ready() already recorded it (so submit() checks against the vocabulary at once): schedule.
+  } else if (std::holds_alternative<Ready>(event) || std::holds_alternative<Wake>(event)) {
+    // on_ready() and drain() already recorded it (so submit() checks against the vocabulary at once, and
+    // a drain is answered at once): schedule.
   } else if (auto* d = std::get_if<Done>(&event)) {
     auto it = ranks.find(d->rank);
     if (it == ranks.end() || !it->second.in_flight || d->done.round != it->second.round) {
@@ -231,6 +136,8 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
     t.view.bytes_moved += done.bytes_sent + done.bytes_received;
     t.view.guesses += done.guesses;
     t.view.guesses_used += done.guesses_used;
+    t.view.handoffs += done.handoffs;
+    drains_done(t);
     for (const worker::GenResult& g : done.results) {
       auto held = t.slots.find(g.slot);
       if (held == t.slots.end() || held->second->id != g.request) {
@@ -273,27 +180,8 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
                        "internal_error", std::nullopt},
               calls);
   } else if (auto* dd = std::get_if<Dead>(&event)) {
-    if (auto gone = drafters_dead.find(dd->rank); gone != drafters_dead.end()) {
-      // Its target learns it from the coordinator's PeerLost and decodes those requests plainly.
-      // The target decodes them plainly until the move reaches it; with another live drafter there, their
-      // context is rebuilt on it and they speculate again.
-      gone->second = true;
-      for (auto& [r, t] : ranks) {
-        std::vector<std::shared_ptr<Entry>> orphans;
-        for (auto& [slot, e] : t.slots) {
-          if (e->drafter != dd->rank) continue;
-          e->drafter = -1;
-          if (!e->cancelled) orphans.push_back(e);
-        }
-        for (auto& e : orphans) {
-          const int next = pick_drafter(t);
-          if (next < 0) continue;
-          e->drafter = next;
-          e->moved = true;
-          t.moves[e->slot] = {e->id, next};
-          t.view.moves += 1;
-        }
-      }
+    if (drafters_dead.count(dd->rank) > 0) {
+      on_drafter_dead(dd->rank);
       return;
     }
     auto it = ranks.find(dd->rank);
@@ -346,19 +234,27 @@ void RoundScheduler::Impl::send_round(TargetRank& t, std::vector<std::shared_ptr
     a.stop_ids = e->request.stop_ids;
     round.admits.push_back(std::move(a));
   }
-  if (!t.moves.empty()) {
-    uint32_t scratch = 0;
-    while (t.slots.count(scratch) > 0) ++scratch;
-    if (scratch < t.view.slots) {
-      for (const auto& [slot, move] : t.moves) {
-        auto held = t.slots.find(slot);
-        if (held == t.slots.end() || held->second->id != move.first || held->second->cancelled) continue;
-        round.moves.push_back({slot, move.second, scratch});
-      }
-      t.moves.clear();
+  // Hand-overs go at once; rebuilds only with a free slot for the target's recompute (a hand-over that
+  // fails falls back on it too, or on any slot free then).
+  uint32_t scratch = 0;
+  while (t.slots.count(scratch) > 0) ++scratch;
+  for (auto it = t.moves.begin(); it != t.moves.end();) {
+    const auto& [slot, move] = *it;
+    if (!move.handoff && scratch >= t.view.slots) {
+      ++it;
+      continue;
     }
+    auto held = t.slots.find(slot);
+    if (held != t.slots.end() && held->second->id == move.id && !held->second->cancelled) {
+      round.moves.push_back({slot, move.to, scratch});
+      t.view.drain_moves += move.handoff ? 1 : 0;
+    }
+    it = t.moves.erase(it);
   }
-  if (decoding == 0 && round.admits.empty() && round.releases.empty()) {
+  round.drains.assign(t.drains.begin(), t.drains.end());
+  t.drains_sent.assign(t.drains.begin(), t.drains.end());
+  t.drains.clear();
+  if (decoding == 0 && round.admits.empty() && round.releases.empty() && round.drains.empty()) {
     --t.round;
     return;
   }
@@ -379,8 +275,8 @@ void RoundScheduler::Impl::schedule(Calls& calls) {
       if (!t.view.ready || t.view.dead || t.in_flight) continue;
       uint32_t held = 0;
       for (const auto& [slot, e] : t.slots) held += e->cancelled ? 0 : 1;
-      // A pending drafter move keeps one slot free for the target's recompute.
-      const auto taken = static_cast<uint32_t>(held + admits[r].size() + (t.moves.empty() ? 0 : 1));
+      // A pending rebuild keeps one slot free for the target's recompute.
+      const auto taken = static_cast<uint32_t>(held + admits[r].size() + (t.rebuilds_pending() ? 1 : 0));
       const uint32_t free = t.view.slots > taken ? t.view.slots - taken : 0;
       if (free > best_free) {
         best = &t;
@@ -445,7 +341,7 @@ RoundScheduler::~RoundScheduler() {
 
 void RoundScheduler::stop(const ApiError& error) {
   if (!impl_->thread.joinable()) return;
-  impl_->events.push(Stop{error});
+  impl_->events.push(Impl::Stop{error});
   impl_->thread.join();
   impl_->events.close();
 }
@@ -469,7 +365,7 @@ std::variant<std::shared_ptr<GenerationHandle>, ApiError> RoundScheduler::submit
                          "stop_ids");
     }
   }
-  auto e = std::make_shared<Entry>();
+  auto e = std::make_shared<Impl::Entry>();
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->stopped) return *impl_->stopped;
@@ -487,7 +383,7 @@ std::variant<std::shared_ptr<GenerationHandle>, ApiError> RoundScheduler::submit
     ++impl_->waiting;
   }
   const uint64_t id = e->id;
-  impl_->events.push(Submitted{std::move(e)});
+  impl_->events.push(Impl::Submitted{std::move(e)});
   return std::shared_ptr<GenerationHandle>(std::make_shared<Handle>(impl_, id));
 }
 
@@ -513,41 +409,27 @@ void RoundScheduler::on_ready(int rank, const worker::Ready& ready) {
     std::lock_guard lock(impl_->mutex);
     auto it = impl_->ranks.find(rank);
     if (it == impl_->ranks.end()) return;
-    TargetRank& t = it->second;
+    Impl::TargetRank& t = it->second;
     t.view.ready = true;
     t.view.slots = ready.slots;
     t.block = ready.block;
     t.max_context = ready.max_context;
     t.vocab = ready.vocab;
   }
-  impl_->events.push(Ready{rank, ready});
+  impl_->events.push(Impl::Ready{rank, ready});
 }
 void RoundScheduler::on_round_done(int rank, worker::RoundDone done) {
-  impl_->events.push(Done{rank, std::move(done)});
+  impl_->events.push(Impl::Done{rank, std::move(done)});
 }
 void RoundScheduler::on_round_failed(int rank, const worker::RoundFailed& failed) {
-  impl_->events.push(Failed{rank, failed});
+  impl_->events.push(Impl::Failed{rank, failed});
 }
-void RoundScheduler::on_dead(int rank, const std::string& why) { impl_->events.push(Dead{rank, why}); }
+void RoundScheduler::on_dead(int rank, const std::string& why) { impl_->events.push(Impl::Dead{rank, why}); }
 
 std::vector<TargetRankView> RoundScheduler::targets() const {
   std::lock_guard lock(impl_->mutex);
   std::vector<TargetRankView> out;
   for (const auto& [r, t] : impl_->ranks) out.push_back(t.view);
-  return out;
-}
-
-std::vector<DrafterView> RoundScheduler::drafters() const {
-  std::lock_guard lock(impl_->mutex);
-  std::vector<DrafterView> out;
-  for (const auto& [r, t] : impl_->ranks) {
-    for (int d : t.drafters) {
-      DrafterView v{d, r, t.view.dead, 0};
-      if (auto it = impl_->drafters_dead.find(d); it != impl_->drafters_dead.end()) v.dead = it->second;
-      if (auto it = impl_->drafter_slots.find(d); it != impl_->drafter_slots.end()) v.slots_used = it->second;
-      out.push_back(v);
-    }
-  }
   return out;
 }
 
@@ -564,28 +446,6 @@ size_t RoundScheduler::decoding() const {
 }
 
 void RoundScheduler::render_metrics(std::string& out) const { out += render_scheduler_metrics(*this); }
-
-std::string RoundScheduler::problem() const {
-  std::lock_guard lock(impl_->mutex);
-  std::string out;
-  for (const auto& [r, t] : impl_->ranks) {
-    if (t.view.dead) out += (out.empty() ? "" : "; ") + fmt::format("{} is dead", t.name);
-    for (int d : t.drafters) {
-      auto it = impl_->drafters_dead.find(d);
-      if (it == impl_->drafters_dead.end() || !it->second) continue;
-      std::string live;
-      for (int other : t.drafters) {
-        auto o = impl_->drafters_dead.find(other);
-        if (o != impl_->drafters_dead.end() && !o->second) live += (live.empty() ? "" : ", ") + impl_->topology.describe(other);
-      }
-      out += (out.empty() ? "" : "; ") +
-             (live.empty()
-                  ? fmt::format("{} is dead: {} decodes its requests without it", impl_->topology.describe(d), t.name)
-                  : fmt::format("{} is dead: {} drafts its requests on {}", impl_->topology.describe(d), t.name, live));
-    }
-  }
-  return out;
-}
 
 std::unique_ptr<RoundScheduler> make_generation_service(const config::Deployment& deployment,
                                                         const worker::Topology& topology,

@@ -2,7 +2,8 @@
 // "rounds" thread keeps one Round in flight per target rank: continuous batching (requests join as
 // slots free up and leave when they finish or are cancelled), the admission limits, the draft length
 // of generation.draft_schedule by batch size, per-request `speculative: false`. Rounds carry only what
-// changed (releases, admits); the control plane sends them and hands back the ranks' answers.
+// changed (releases, admits); the control plane sends them and hands back the ranks' answers. It is
+// also the DrafterAdmin of POST /admin/drain (drafter_drain.cpp).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "config/config.h"
 #include "coordinator/batcher.h"
+#include "coordinator/drafter_admin.h"
 #include "coordinator/generation_service.h"
 #include "worker/worker.h"
 
@@ -48,7 +50,9 @@ struct TargetRankView {
   uint64_t guesses = 0;        // overlap: next-round guesses its drafters made
   uint64_t guesses_used = 0;   // of which the outcome was the one guessed (verified at once)
   uint64_t moves = 0;          // requests whose drafter died and that moved to another drafter
-  uint64_t moved_accepted = 0; // drafts accepted for those requests (on their new drafter)
+  uint64_t drain_moves = 0;    // requests of a drained drafter sent to another drafter (or to plain decoding)
+  uint64_t handoffs = 0;       // of which the rank handed the context over whole (nothing recomputed)
+  uint64_t moved_accepted = 0; // drafts accepted for moved requests (on their new drafter)
   uint32_t last_block = 0;     // the block size of its last round (< 2: plain decoding)
 };
 
@@ -58,9 +62,11 @@ struct DrafterView {
   int target = -1;
   bool dead = false;
   uint32_t slots_used = 0;  // context slots holding a request, after its last round
+  DrainState drain = DrainState::kServing;
+  uint64_t drains = 0;      // times it was drained
 };
 
-class RoundScheduler final : public GenerationService, public RoundEvents {
+class RoundScheduler final : public GenerationService, public RoundEvents, public DrafterAdmin {
  public:
   // Rounds leave through `outbox` (the control plane sends them on Tag::kCommand).
   RoundScheduler(const config::Deployment& deployment, const worker::Topology& topology,
@@ -76,6 +82,10 @@ class RoundScheduler final : public GenerationService, public RoundEvents {
   void on_round_done(int rank, worker::RoundDone done) override;
   void on_round_failed(int rank, const worker::RoundFailed& failed) override;
   void on_dead(int rank, const std::string& why) override;
+
+  std::variant<DrainView, ApiError> drain(int rank, bool force) override;
+  std::variant<DrainView, ApiError> undrain(int rank) override;
+  std::vector<DrainView> out_of_service() const override;
 
   // Fails every request queued or decoding with `error` and ends the thread; later submits answer it.
   void stop(const ApiError& error);

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "coordinator/admin_api.h"
 #include "coordinator/answers.h"
+#include "coordinator/json_body_impl.h"
 #include "coordinator/parse_request.h"
 #include "engine/io/laya_config.h"
 
@@ -17,8 +19,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::string_view, 7> kRoutes = {"/v1/decide", "/v1/score", "/health", "/v1/models", "/metrics",
-                                                     "/v1/completions", "/v1/chat/completions"};
+constexpr std::array<std::string_view, 9> kRoutes = {"/v1/decide",      "/v1/score",           "/health",
+                                                     "/v1/models",      "/metrics",            "/v1/completions",
+                                                     "/v1/chat/completions", "/admin/drain", "/admin/undrain"};
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
@@ -29,19 +32,15 @@ HttpResponse json_response(unsigned status, const json& body) {
   return r;
 }
 
-bool json_content_type(std::string_view type) {
-  if (type.empty()) return true;  // curl -d without -H: accept
-  std::string lower(type.substr(0, type.find(';')));
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  while (!lower.empty() && lower.back() == ' ') lower.pop_back();
-  return lower == "application/json";
-}
-
-json ranks_json(const std::vector<RankView>& ranks) {
+// Each rank's state; a drafter rank out of service also says so ("drain": "draining" or "drained").
+json ranks_json(const std::vector<RankView>& ranks, const std::vector<DrainView>& drains) {
   json out = json::array();
   for (const RankView& v : ranks) {
     json r = {{"rank", v.rank}, {"role", config::to_string(v.role)}, {"state", to_string(v.state)}};
     if (!v.detail.empty()) r["detail"] = v.detail;
+    for (const DrainView& d : drains) {
+      if (d.rank == v.rank) r["drain"] = to_string(d.state);
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -78,6 +77,8 @@ void Api::open(const DecisionFrontend& scorer) {
 
 void Api::open_generation(GenerationApi& generation) { generation_.store(&generation, std::memory_order_release); }
 
+void Api::open_admin(DrafterAdmin& drafters) { admin_.store(&drafters, std::memory_order_release); }
+
 void Api::generate(HttpRequest request, const std::shared_ptr<Exchange>& exchange) {
   GenerationApi* generation = generation_.load(std::memory_order_acquire);
   if (generation == nullptr) {
@@ -90,7 +91,7 @@ void Api::generate(HttpRequest request, const std::shared_ptr<Exchange>& exchang
         404, fmt::format("{} is not served here: the deployment has no generation roles (target and drafter)", path),
         "not_found", std::nullopt}));
   }
-  if (request.method == "POST" && !json_content_type(request.content_type)) {
+  if (request.method == "POST" && !is_json_content_type(request.content_type)) {
     return exchange->reply(error_response(ApiError{
         415, fmt::format("Content-Type '{}' is not application/json", request.content_type), "unsupported_media_type",
         "Content-Type"}));
@@ -102,6 +103,7 @@ void Api::generate(HttpRequest request, const std::shared_ptr<Exchange>& exchang
 void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   const std::string_view path = path_of(request.target);
   if (GenerationApi::serves(path)) return generate(std::move(request), exchange);
+  if (is_admin_route(path)) return exchange->reply(admin_answer(request, deployment_, admin_.load()));
   const bool known = std::find(kRoutes.begin(), kRoutes.end(), path) != kRoutes.end();
   if (!known) {
     return exchange->reply(error_response(ApiError{404, fmt::format("no route {}", path), "not_found", std::nullopt}));
@@ -134,7 +136,7 @@ void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     return exchange->reply(error_response(unavailable(fmt::format("the server is starting: {}", starting()))));
   }
   if (path == "/v1/models") return exchange->reply(models(scorer));
-  if (!json_content_type(request.content_type)) {
+  if (!is_json_content_type(request.content_type)) {
     return exchange->reply(error_response(ApiError{
         415, fmt::format("Content-Type '{}' is not application/json", request.content_type), "unsupported_media_type",
         "Content-Type"}));
@@ -264,8 +266,9 @@ HttpResponse Api::health() const {
   if (generation != nullptr && generation->service() != nullptr) {
     if (std::string why = generation->service()->problem(); !why.empty()) degraded.emplace_back("generation", why);
   }
+  const DrafterAdmin* admin = admin_.load(std::memory_order_acquire);
   json body = {{"status", problem ? "unavailable" : (degraded.empty() ? "ok" : "degraded")},
-               {"ranks", ranks_json(ranks_.view())}};
+               {"ranks", ranks_json(ranks_.view(), admin ? admin->out_of_service() : std::vector<DrainView>{})}};
   if (!degraded.empty()) {
     // Still serving, without drafts on these pairings.
     json list = json::array();

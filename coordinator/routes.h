@@ -1,6 +1,6 @@
 // Api: the routes of serving.md's HTTP table: POST /v1/decide and /v1/score, GET /health, /v1/models
 // and /metrics, and POST /v1/completions and /v1/chat/completions forwarded to a GenerationApi once
-// open_generation() is called. It checks requests at the edge, lays decide questions out, queues jobs on
+// open_generation() is called, and the admin routes (admin_api.h) once open_admin() is. It checks requests at the edge, lays decide questions out, queues jobs on
 // the batcher and answers when they finish; everything else is 404 or 405.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "coordinator/batcher.h"
 #include "coordinator/decision_frontend.h"
+#include "coordinator/drafter_admin.h"
 #include "coordinator/generation_api.h"
 #include "coordinator/http_server.h"
 #include "coordinator/metrics.h"
@@ -31,6 +32,9 @@ class Api final : public HttpHandler {
   // The generation routes are served from now on (until then: 503 when the deployment has a target
   // role, else 404). `generation` outlives the Api. Call once.
   void open_generation(GenerationApi& generation);
+  // POST /admin/drain and /admin/undrain act on `drafters` from now on (until then: 503 in a deployment
+  // with drafter ranks); /health names the drafters out of service. `drafters` outlives the Api.
+  void open_admin(DrafterAdmin& drafters);
   void handle(HttpRequest request, std::shared_ptr<Exchange> exchange) override;
   void record(const std::string& target, unsigned status, double seconds) override;
   // From now on every scoring request gets 503 (the job is stopping).
@@ -56,6 +60,7 @@ class Api final : public HttpHandler {
   // Null until open(); limits_ is complete before it is published (release), read after (acquire).
   std::atomic<const DecisionFrontend*> scorer_{nullptr};
   std::atomic<GenerationApi*> generation_{nullptr};
+  std::atomic<DrafterAdmin*> admin_{nullptr};
   const ir::BucketTable& buckets_;
   Batcher& batcher_;
   RankTable& ranks_;

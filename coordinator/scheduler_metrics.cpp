@@ -52,6 +52,17 @@ std::string render_scheduler_metrics(const RoundScheduler& scheduler) {
   header(out, "tandem_gen_drafter_moves_total", "counter",
          "Requests of a dead drafter whose context a target rank rebuilt on another drafter.");
   for (const auto& t : targets) out += fmt::format("tandem_gen_drafter_moves_total{{rank=\"{}\"}} {}\n", t.rank, t.moves);
+  header(out, "tandem_gen_drafter_drain_moves_total", "counter",
+         "Requests of a drained drafter that a target rank moved to another drafter (or to plain decoding).");
+  for (const auto& t : targets) {
+    out += fmt::format("tandem_gen_drafter_drain_moves_total{{rank=\"{}\"}} {}\n", t.rank, t.drain_moves);
+  }
+  header(out, "tandem_gen_drafter_handoffs_total", "counter",
+         "Drafter contexts a target rank handed from a drained drafter to another as they were (nothing "
+         "recomputed).");
+  for (const auto& t : targets) {
+    out += fmt::format("tandem_gen_drafter_handoffs_total{{rank=\"{}\"}} {}\n", t.rank, t.handoffs);
+  }
   header(out, "tandem_gen_data_plane_bytes_total", "counter", "Bytes a target rank moved to and from its drafters.");
   for (const auto& t : targets) {
     out += fmt::format("tandem_gen_data_plane_bytes_total{{rank=\"{}\"}} {}\n", t.rank, t.bytes_moved);
@@ -69,9 +80,22 @@ std::string render_scheduler_metrics(const RoundScheduler& scheduler) {
     out += fmt::format("tandem_gen_drafter_slots_used{{rank=\"{}\",target=\"{}\"}} {}\n", d.rank, d.target,
                        d.slots_used);
   }
-  header(out, "tandem_gen_drafter_up", "gauge", "Whether a drafter rank drafts (0: dead, its target decodes plainly).");
+  header(out, "tandem_gen_drafter_up", "gauge", "Whether a drafter rank is alive (0: dead, its target decodes plainly).");
   for (const auto& d : drafters) {
     out += fmt::format("tandem_gen_drafter_up{{rank=\"{}\",target=\"{}\"}} {}\n", d.rank, d.target, d.dead ? 0 : 1);
+  }
+  header(out, "tandem_gen_drafter_service", "gauge",
+         "A drafter rank's place in service (POST /admin/drain): 1 for its state, serving, draining or drained.");
+  for (const auto& d : drafters) {
+    for (DrainState state : {DrainState::kServing, DrainState::kDraining, DrainState::kDrained}) {
+      out += fmt::format("tandem_gen_drafter_service{{rank=\"{}\",target=\"{}\",state=\"{}\"}} {}\n", d.rank,
+                         d.target, to_string(state), d.drain == state ? 1 : 0);
+    }
+  }
+  header(out, "tandem_gen_drafter_drains_total", "counter", "Times a drafter rank was drained (POST /admin/drain).");
+  for (const auto& d : drafters) {
+    out += fmt::format("tandem_gen_drafter_drains_total{{rank=\"{}\",target=\"{}\"}} {}\n", d.rank, d.target,
+                       d.drains);
   }
   return out;
 }

@@ -3,7 +3,8 @@
 // proposals q come back with the drafts under rejection sampling). A lost drafter gives empty drafts, so
 // its requests go on with plain decoding steps, exactly as before. With overlap (remote only) each drafter
 // also guesses the next round while the target verifies; a request whose outcome is the one guessed
-// verifies the guess at once (gen_messages.h Guess).
+// verifies the guess at once (gen_messages.h Guess). A drained drafter hands its requests' contexts to
+// other drafters through the target (hand_over; context_messages.h).
 #pragma once
 
 #include <map>
@@ -16,6 +17,14 @@
 #include "worker/protocol.h"
 
 namespace tandem::worker {
+
+// A request's drafter context going from a drained drafter rank to another as it is (no taps recomputed).
+struct Handoff {
+  uint32_t slot = 0;
+  uint32_t length = 0;  // the positions its drafter holds ([0, settled))
+  int to = -1;          // the drafter that takes it over
+  bool moved = false;   // set by hand_over: it arrived whole (else the caller rebuilds it or decodes plainly)
+};
 
 class Drafting {
  public:
@@ -31,6 +40,12 @@ class Drafting {
   virtual bool alive(int rank) const = 0;
   // A request drafted by `rank` left its slot (finished, cancelled, failed): its context there is freed.
   virtual void release(uint32_t slot, int rank) = 0;
+  // Drafter rank `from` is drained: each handoff's context K/V rows go from it to the handoff's drafter
+  // (from -> this rank -> to, over the data plane, as they are), and `from` frees every slot asked, so
+  // `done.drafters` gets its slot count afterwards (all of them asked: 0). A drafter that fails or is
+  // lost leaves its handoffs unmoved; only a broken invariant here is an error. Local drafting has no
+  // other drafter rank: nothing moves.
+  virtual Status hand_over(int from, std::span<Handoff> handoffs, uint64_t round, RoundDone& done) = 0;
 };
 
 std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, spec::VerifyMode mode, int rank);

@@ -3,7 +3,8 @@
 // a block; it keeps, per slot, only what drafting needs (position, bonus token, sampling keys, the last
 // tap row). Under verify: reject it samples drafts at temperature > 0 and sends their proposals q with
 // them. With overlap it answers the drafts first, then guesses the next round (gen_messages.h Guess)
-// while its target verifies.
+// while its target verifies. A drain moves contexts between drafters (context_messages.h): it gives a
+// slot's context K/V rows up, or takes them in, as they are.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "engine/io/hf_config.h"
 #include "engine/spec/spec.h"
 #include "worker/batch_runner.h"
+#include "worker/context_messages.h"
 #include "worker/gen_messages.h"
 
 namespace tandem::worker {
@@ -83,6 +85,13 @@ class DrafterRunner final : public RankRunner {
       }
       if (!p->has_value()) {
         if (mail.closed()) return;
+        continue;
+      }
+      if (is_context_message((*p)->header)) {
+        std::vector<float> rows;
+        const ContextMessage answer = hand_over(**p, rows);
+        Status s = link->send(encode_context(answer), comm::RowsOut::of_host(rows, drafter_->context().row_width()));
+        if (!s.ok()) log::error("drafter: answering context message of round {}: {}", answer.round, s.error().message());
         continue;
       }
       std::optional<DraftAsk> ask;
@@ -186,6 +195,69 @@ class DrafterRunner final : public RankRunner {
       ++k;
     }
     return ok_status();
+  }
+
+  // A drain's context move (context_messages.h): an ask gives each slot's context rows up (those whose
+  // context is here whole; every asked slot is freed), rows from the target are taken in. `rows` gets
+  // what goes back with the answer.
+  ContextMessage hand_over(const comm::Packet& p, std::vector<float>& rows) {
+    ContextMessage answer;
+    auto m = decode_context(p.header, p.rows, target_rank_);
+    if (!m.ok() || m->kind == ContextKind::kTaken) {
+      // Round 0: the target gives the move up and rebuilds or decodes those requests plainly.
+      log::error("drafter: {}", m.ok() ? "a 'taken' context message is for the target" : m.error().message());
+      answer.kind = ContextKind::kTaken;
+      answer.slots_used = static_cast<uint32_t>(mirrors_.size());
+      return answer;
+    }
+    answer.round = m->round;
+    answer.kind = m->kind == ContextKind::kAsk ? ContextKind::kRows : ContextKind::kTaken;
+    decode::CacheSlots& context = drafter_->context();
+    const bool fits = p.rows == 0 || p.width == context.row_width();
+    if (!fits) log::error("drafter: context rows of width {}, this drafter's are {}", p.width, context.row_width());
+    size_t at = 0;
+    for (const ContextEntry& e : m->entries) {
+      ContextEntry out{e.slot, 0};
+      if (m->kind == ContextKind::kAsk) {
+        auto held = mirrors_.find(e.slot);
+        std::vector<float> one;
+        if (held != mirrors_.end() && held->second.settled == e.length) {
+          Status s = context.export_rows(e.slot, e.length, one);
+          if (s.ok()) {
+            rows.insert(rows.end(), one.begin(), one.end());
+            out.length = e.length;
+          } else {
+            log::error("drafter: handing slot {} over: {}", e.slot, s.error().message());
+          }
+        }
+        forget(e.slot);
+      } else {
+        const size_t n = size_t{e.length} * context.row_width();
+        forget(e.slot);  // whatever the slot held before
+        Status s = fits && p.data.size() >= at + n
+                       ? context.import_rows(e.slot, e.length, std::span<const float>(p.data).subspan(at, n))
+                       : Status(Error(ErrorKind::kFormat, "the rows do not fit this drafter's context"));
+        at += n;
+        if (s.ok()) {
+          spec::Request& r = mirrors_[e.slot];
+          r.slot = e.slot;
+          r.settled = e.length;
+          out.length = e.length;
+        } else {
+          log::error("drafter: taking slot {} over: {}", e.slot, s.error().message());
+        }
+      }
+      answer.entries.push_back(out);
+    }
+    answer.slots_used = static_cast<uint32_t>(mirrors_.size());
+    return answer;
+  }
+
+  // The slot holds no request from here on.
+  void forget(uint32_t slot) {
+    mirrors_.erase(slot);
+    last_tap_.erase(slot);
+    if (slot < drafter_->context().slots()) (void)drafter_->context().release(slot);
   }
 
   // The guesses of the next round (gen_messages.h Guess) for the entries of `ask` that want them, after

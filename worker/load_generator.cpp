@@ -2,7 +2,8 @@
 // coordinator's Round commands (architecture.md "A speculative round"): releases, then one verify round
 // for the requests already decoding (drafts first: its own drafter, or its drafter ranks over the data
 // plane), then the admits' prefill. A request whose drafter died moves to another drafter rank with the
-// tap rows of its positions, recomputed on a free slot.
+// tap rows of its positions, recomputed on a free slot; one whose drafter is drained has its context
+// handed over to the other drafter as it is (Drafting::hand_over).
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -153,7 +154,8 @@ class TargetRunner final : public RankRunner {
     RoundDone done;
     done.round = round.round;
     for (uint32_t slot : round.releases) erase(slot);  // a slot already free is fine
-    for (size_t i = 0; i < round.moves.size(); ++i) TANDEM_TRY(move(round.moves[i], i, done));
+    TANDEM_TRY(hand_over(round, done));
+    for (size_t i = 0; i < round.moves.size(); ++i) TANDEM_TRY(move(round.moves[i], done));
     TANDEM_TRY(verify_live(round.round, round.block, done));
     TANDEM_TRY(admit(round, done));
     std::vector<uint32_t> finished;
@@ -165,30 +167,61 @@ class TargetRunner final : public RankRunner {
     return done;
   }
 
-  // A request's drafter context moves to `m.drafter` (its drafter died): the tap rows of every position
-  // it committed are recomputed on the free slot `m.scratch` (its own KV cache stays as it is) and go with
-  // its next ask, which starts the context there afresh. -1, or a drafter this rank lost too: plain.
-  Status move(const GenMove& m, size_t i, RoundDone& done) {
+  // The drains of the round: each drained drafter hands the contexts of its requests that move to another
+  // live drafter over as they are (their pending tap rows stay here for the next ask); the moves left
+  // (a hand-over that failed, plain decoding) go through move() with their drafter already let go.
+  Status hand_over(const Round& round, RoundDone& done) {
+    for (const int from : round.drains) {
+      std::vector<Handoff> handoffs;
+      for (const GenMove& m : round.moves) {
+        auto it = live_.find(m.slot);
+        if (it == live_.end() || it->second.drafter != from) continue;
+        // The hand-over frees its context on `from` whatever comes of it; -1 (plain decoding) moves nowhere.
+        it->second.drafter = -1;
+        handoffs.push_back({m.slot, it->second.request.settled, m.drafter, false});
+      }
+      TANDEM_TRY(drafting_->hand_over(from, handoffs, round.round, done));
+      for (const Handoff& h : handoffs) {
+        if (!h.moved) continue;
+        live_.at(h.slot).drafter = h.to;
+        done.handoffs += 1;
+      }
+    }
+    return ok_status();
+  }
+
+  // A request's drafter context moves to `m.drafter` (its drafter died, or a hand-over failed): the tap
+  // rows of every position it committed are recomputed on a free slot (`m.scratch`, else the first free
+  // one; its own KV cache stays as it is) and go with its next ask, which starts the context there
+  // afresh. -1, a drafter this rank lost too, or no free slot: plain decoding. A request handed over
+  // already is left as it is.
+  Status move(const GenMove& m, RoundDone& done) {
     auto it = live_.find(m.slot);
-    if (it == live_.end()) return ok_status();  // it finished meanwhile
+    if (it == live_.end() || (m.drafter >= 0 && it->second.drafter == m.drafter)) return ok_status();
     Live& live = it->second;
     drafting_->release(m.slot, live.drafter);  // frees a live drafter's context; drops kept guesses
     live.drafter = -1;
     live.request.taps.clear();
     live.request.settled = live.request.start;
     if (m.drafter < 0 || !drafting_->alive(m.drafter) || !live.request.active()) return ok_status();
-    if (m.scratch >= generation_.slots || live_.count(m.scratch) > 0) {
-      return Error::make(ErrorKind::kInvalidArgument, "moves[{}].scratch: slot {} is not a free slot of the {}", i,
-                         m.scratch, generation_.slots);
+    uint32_t scratch = m.scratch;
+    if (scratch >= generation_.slots || live_.count(scratch) > 0) {
+      scratch = 0;
+      while (scratch < generation_.slots && live_.count(scratch) > 0) ++scratch;
+    }
+    if (scratch >= generation_.slots) {
+      log::warn("{} rank {}: no free slot to rebuild slot {}'s drafter context on: it decodes plainly", role_, rank_,
+                m.slot);
+      return ok_status();
     }
     spec::Request& r = live.request;
     std::vector<models::qwen3::TargetRows> rows{
-        {m.scratch, std::span<const uint32_t>(r.tokens).first(r.start), models::qwen3::LogitRows::kLast, {}}};
+        {scratch, std::span<const uint32_t>(r.tokens).first(r.start), models::qwen3::LogitRows::kLast, {}}};
     std::vector<models::qwen3::TargetOut> out;
     const auto t0 = Clock::now();
-    TANDEM_TRY(target_->cache().crop(m.scratch, 0));
+    TANDEM_TRY(target_->cache().crop(scratch, 0));
     Status s = target_->forward_fetching_taps(rows, out);
-    Status c = target_->cache().crop(m.scratch, 0);
+    Status c = target_->cache().crop(scratch, 0);
     done.prefill_us += us_since(t0);  // a prefill of the request's positions, on the scratch slot
     TANDEM_TRY(std::move(s));
     TANDEM_TRY(std::move(c));

@@ -33,6 +33,8 @@ void write_round(WireWriter& w, const Round& r) {
     w.u32s(a.prompt);
     w.u32s(a.stop_ids);
   }
+  w.u32(static_cast<uint32_t>(r.drains.size()));
+  for (int32_t d : r.drains) w.i32(d);
 }
 
 void write_round_done(WireWriter& w, const RoundDone& d) {
@@ -62,6 +64,7 @@ void write_round_done(WireWriter& w, const RoundDone& d) {
     w.u64(r.settle_us);
     w.u64(r.draft_us);
   }
+  w.u32(d.handoffs);
 }
 
 // A list count that `unit` bytes per entry (at least) can fit in what is left, else 0 and an error.
@@ -97,6 +100,8 @@ Round read_round(WireReader& r) {
     a.prompt = r.u32s("admits.prompt");
     a.stop_ids = r.u32s("admits.stop_ids");
   }
+  m.drains.resize(entries(r, "drains", 4));
+  for (int32_t& d : m.drains) d = r.i32("drains");
   return m;
 }
 
@@ -135,6 +140,7 @@ RoundDone read_round_done(WireReader& r) {
     p.settle_us = r.u64("drafters.settle_us");
     p.draft_us = r.u64("drafters.draft_us");
   }
+  d.handoffs = r.u32("handoffs");
   return d;
 }
 

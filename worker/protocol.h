@@ -21,7 +21,7 @@
 namespace tandem::worker {
 
 inline constexpr uint32_t kProtocolMagic = 0x314D4454;  // "TDM1" read as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr size_t kFrameHeaderBytes = 12;
 inline constexpr size_t kMaxFrameBytes = size_t{1} << 30;
 
@@ -71,7 +71,9 @@ struct GenAdmit {
   std::vector<uint32_t> stop_ids;
 };
 // A request changes drafter (its drafter died or is drained): the target rebuilds its drafter context
-// on `drafter` from tap rows it recomputes on the free slot `scratch`; -1 leaves it plain decoding.
+// on `drafter` from tap rows it recomputes on the free slot `scratch` (taken, or none given: the first
+// free slot; none free: plain decoding); -1 leaves it plain decoding. A request whose drafter is in the
+// round's `drains` has its context handed over instead (Round::drains).
 struct GenMove {
   uint32_t slot = 0;
   int32_t drafter = -1;
@@ -83,6 +85,11 @@ struct Round {
   std::vector<uint32_t> releases;  // slots freed before the round (cancelled requests)
   std::vector<GenMove> moves;
   std::vector<GenAdmit> admits;    // prefilled this round; they join the verify rounds after it
+  // Drafter ranks drained before the round (POST /admin/drain): the moves of their requests hand each
+  // context over as it is (the drained drafter sends its K/V rows and frees them, the new drafter takes
+  // them in; nothing recomputed; the rebuild above only where that fails), and the target reports each
+  // one's context slots afterwards.
+  std::vector<int32_t> drains;
 };
 // A peer rank is gone (declared dead by the coordinator): stop waiting for it, send it nothing more.
 struct PeerLost {
@@ -119,6 +126,7 @@ struct RoundDone {
   uint32_t guesses = 0;       // overlap: next-round guesses the drafters sent back during this round
   uint32_t guesses_used = 0;  // this round's requests verified on a guess (the outcome it expected)
   std::vector<DrafterReport> drafters;
+  uint32_t handoffs = 0;      // drain moves whose context crossed whole to the new drafter
 };
 struct RoundFailed {
   uint64_t round = 0;

@@ -49,6 +49,37 @@ class CpuState final : public ir::State {
     k_.emplace_back(n, 0.0f);
     v_.emplace_back(n, 0.0f);
   }
+  uint32_t row_width() const override {
+    uint32_t total = 0;
+    for (uint32_t w : widths_) total += 2 * w;
+    return total;
+  }
+  Status read_rows(uint32_t slot, uint32_t first, uint32_t count, std::span<float> out) const override {
+    TANDEM_TRY(check_rows(slot, first, count, out.size()));
+    float* to = out.data();
+    for (uint32_t p = first; p < first + count; ++p) {
+      for (size_t c = 0; c < widths_.size(); ++c) {
+        const size_t at = (size_t{slot} * capacity_ + p) * widths_[c];
+        to = std::copy_n(k_[c].data() + at, widths_[c], to);
+        to = std::copy_n(v_[c].data() + at, widths_[c], to);
+      }
+    }
+    return ok_status();
+  }
+  Status write_rows(uint32_t slot, uint32_t first, uint32_t count, std::span<const float> rows) override {
+    TANDEM_TRY(check_rows(slot, first, count, rows.size()));
+    const float* from = rows.data();
+    for (uint32_t p = first; p < first + count; ++p) {
+      for (size_t c = 0; c < widths_.size(); ++c) {
+        const size_t at = (size_t{slot} * capacity_ + p) * widths_[c];
+        std::copy_n(from, widths_[c], k_[c].data() + at);
+        from += widths_[c];
+        std::copy_n(from, widths_[c], v_[c].data() + at);
+        from += widths_[c];
+      }
+    }
+    return ok_status();
+  }
   const std::vector<uint32_t>& widths() const { return widths_; }
   CacheView view(uint32_t cache) { return {k_[cache].data(), v_[cache].data(), capacity_, widths_[cache]}; }
 
@@ -58,6 +89,16 @@ class CpuState final : public ir::State {
   std::vector<uint32_t> widths_;
   std::vector<std::vector<float>> k_;
   std::vector<std::vector<float>> v_;
+
+  Status check_rows(uint32_t slot, uint32_t first, uint32_t count, size_t values) const {
+    if (slot >= slots_ || uint64_t{first} + count > capacity_ || values != size_t{count} * row_width()) {
+      return Error::make(ErrorKind::kInvalidArgument,
+                         "cpu state: rows {}..{} of slot {} as {} values (the state has {} slots x {} positions, "
+                         "{} values a row)",
+                         first, uint64_t{first} + count, slot, values, slots_, capacity_, row_width());
+    }
+    return ok_status();
+  }
 };
 
 class CpuPlan final : public ir::Plan {

@@ -1,10 +1,12 @@
 // The persistent caches of a decoder (KV, drafter context) with their bookkeeping (dflash.md §1.7): a
 // backend State plus each slot's committed length; crop shortens it, release frees the slot's rows
-// for the next request. Shared by the target (engine/models/qwen3) and the drafters (engine/models/dflash).
+// for the next request; a slot's rows go out and in as f32 (a drafter context changing rank). Shared by
+// the target (engine/models/qwen3) and the drafters (engine/models/dflash).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/core/result.h"
@@ -29,6 +31,11 @@ class CacheSlots {
   Status crop(uint32_t slot, uint32_t length);
   // Frees the slot for another sequence (its length becomes 0; its rows are overwritten, never read).
   Status release(uint32_t slot) { return crop(slot, 0); }
+  // A slot's first `length` committed positions as f32 rows (ir::State::read_rows), and a slot made to
+  // hold exactly such rows: how a sequence's cache moves to another rank's CacheSlots of the same graph.
+  uint32_t row_width() const { return state_->row_width(); }
+  Status export_rows(uint32_t slot, uint32_t length, std::vector<float>& out) const;
+  Status import_rows(uint32_t slot, uint32_t length, std::span<const float> rows);
   // Device bytes of every cache, and per cached position of one slot.
   size_t bytes() const { return state_->bytes(); }
   size_t bytes_per_position() const { return state_->bytes_per_position(); }

@@ -56,6 +56,13 @@ class State {
   virtual size_t bytes() const = 0;
   // Bytes one cached position of one slot takes over every cache of the graph (K and V).
   virtual size_t bytes_per_position() const = 0;
+  // A slot's cached positions as f32 rows, to move a sequence's caches to another State of the same
+  // graph (a drafter context handed to another rank): per position, each cache's K row then its V row
+  // in graph order, row_width() floats. Exact both ways: a 16-bit cache widens to f32 and narrows back
+  // to the same bits. The caller checks slot and positions against slots() and capacity().
+  virtual uint32_t row_width() const = 0;
+  virtual Status read_rows(uint32_t slot, uint32_t first, uint32_t count, std::span<float> out) const = 0;
+  virtual Status write_rows(uint32_t slot, uint32_t first, uint32_t count, std::span<const float> rows) = 0;
 };
 
 // One output of a run, over the real rows (never the bucket's): f32 values or u32 ids on the host

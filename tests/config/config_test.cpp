@@ -162,6 +162,20 @@ TEST_F(ConfigTest, BadHost) {
   expect_error(kMinimal + "server: {host: my-server}\n", {"server.host", "'my-server'", "IPv4 or IPv6"});
 }
 
+// server.admin: who may call POST /admin/drain and /admin/undrain; loopback clients only by default.
+TEST_F(ConfigTest, AdminAccess) {
+  auto d = parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->server.admin, AdminAccess::kLoopback);
+  for (const auto& [text, want] : {std::pair{"all", AdminAccess::kAll}, std::pair{"off", AdminAccess::kOff},
+                                   std::pair{"loopback", AdminAccess::kLoopback}}) {
+    d = parse(kMinimal + "server: {admin: " + text + "}\n");
+    ASSERT_TRUE(d.ok()) << d.error().message();
+    EXPECT_EQ(d->server.admin, want) << text;
+  }
+  expect_error(kMinimal + "server: {admin: yes}\n", {"server.admin", "'yes'", "loopback", "all", "off"});
+}
+
 TEST_F(ConfigTest, UnknownBackend) {
   expect_error(kMinimal + "backend: {name: tpu}\n", {"backend.name", "'tpu'", "allowed: cpu, cuda"});
 }

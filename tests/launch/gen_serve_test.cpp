@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/loadgen_http.h"
-#include "tests/launch/service_job.h"
+#include "tests/launch/plain_decoding.h"
 
 namespace tandem::testing {
 namespace {
@@ -34,35 +34,6 @@ std::string deployment() {
          "generation: {slots: 3, kv_capacity: 512, block_size: 8}\n"
          "health: {heartbeat_ms: 100, dead_after_ms: 1500}\n"
          "ranks:\n  - role: coordinator\n  - role: scorer\n  - role: generator\n";
-}
-
-std::vector<std::vector<uint32_t>> held_out_prompts() {
-  std::ifstream in(kModels + "pylm-dflash/eval.json");
-  return json::parse(in).at("prompts").get<std::vector<std::vector<uint32_t>>>();
-}
-
-// `tandem generate` without a drafter on every prompt: each request's tokens.
-std::vector<std::vector<uint32_t>> plain_decoding(const TempDir& dir, const std::vector<std::vector<uint32_t>>& prompts,
-                                                  float temperature, uint64_t seed) {
-  const auto file = dir.path() / "prompts.txt";
-  {
-    std::ofstream out(file);
-    for (const auto& p : prompts) {
-      for (size_t i = 0; i < p.size(); ++i) out << (i ? "," : "") << p[i];
-      out << "\n";
-    }
-  }
-  auto r = run_command({TANDEM_BINARY, "generate", "--target", kModels + "pylm", "--prompt-file", file.string(),
-                        "--max-tokens", std::to_string(kMaxTokens), "--temperature", std::to_string(temperature),
-                        "--seed", std::to_string(seed), "--threads", "1"},
-                       dir.path() / "generate.log");
-  EXPECT_EQ(r.code, 0) << r.output;
-  const size_t begin = r.output.rfind("\n{\n") == std::string::npos ? r.output.find("{\n") : r.output.rfind("\n{\n") + 1;
-  const json j = json::parse(r.output.substr(begin, r.output.rfind("\n}") + 2 - begin), nullptr, false);
-  std::vector<std::vector<uint32_t>> out;
-  if (!j.is_object()) return out;
-  for (const json& req : j.at("requests")) out.push_back(req.at("tokens").get<std::vector<uint32_t>>());
-  return out;
 }
 
 // The completion's token ids: from the whole answer, or joined from the SSE chunks (which must end
@@ -125,7 +96,7 @@ TEST_F(GenServe, CompletionsEqualPlainDecodingWholeAndStreamed) {
   ASSERT_GE(prompts.size(), 4u);
   TempDir dir;
   for (const Case c : {Case{0.0f, 0}, Case{0.8f, 1234}}) {
-    const auto want = plain_decoding(dir, prompts, c.temperature, c.seed);
+    const auto want = plain_decoding(dir, prompts, kMaxTokens, c.temperature, c.seed);
     ASSERT_EQ(want.size(), prompts.size());
     for (const bool stream : {false, true}) {
       // Every prompt at once, each on its own connection: the rounds batch them.

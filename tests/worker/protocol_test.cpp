@@ -112,6 +112,7 @@ Round sample_round() {
   a.prompt = {10, 20, 30};
   a.stop_ids = {2};
   r.admits = {a, GenAdmit{}};
+  r.drains = {5, 2};
   return r;
 }
 
@@ -129,6 +130,7 @@ RoundDone sample_round_done() {
   d.guesses = 12;
   d.guesses_used = 5;
   d.drafters = {{2, 3, 50, 60}};
+  d.handoffs = 4;
   return d;
 }
 
@@ -142,6 +144,7 @@ TEST(Protocol, GenerationMessagesRoundTrip) {
   EXPECT_EQ(back.moves[0].drafter, 5);
   EXPECT_EQ(back.moves[1].drafter, -1);
   EXPECT_EQ(back.moves[1].scratch, 6u);
+  EXPECT_EQ(back.drains, (std::vector<int32_t>{5, 2}));
   ASSERT_EQ(back.admits.size(), 2u);
   const GenAdmit& a = back.admits[0];
   EXPECT_EQ(a.request, 0xfeedfacecafebeefULL);
@@ -169,6 +172,7 @@ TEST(Protocol, GenerationMessagesRoundTrip) {
   ASSERT_EQ(done.drafters.size(), 1u);
   EXPECT_EQ(done.drafters[0].rank, 2);
   EXPECT_EQ(done.drafters[0].draft_us, 60u);
+  EXPECT_EQ(done.handoffs, 4u);
   auto lost = round_trip<PeerLost>(PeerLost{3, "no heartbeat for 1600 ms"}, Tag::kCommand);
   EXPECT_EQ(lost.rank, 3);
   EXPECT_EQ(lost.why, "no heartbeat for 1600 ms");
@@ -215,7 +219,7 @@ TEST(Protocol, WrongMagicAndVersion) {
   expect_rejected(bad_magic, Tag::kCommand, "magic");
   auto bad_version = bytes;
   bad_version[4] = 9;
-  expect_rejected(bad_version, Tag::kCommand, "protocol version 9 is not this build's 3");
+  expect_rejected(bad_version, Tag::kCommand, "protocol version 9 is not this build's 4");
 }
 
 TEST(Protocol, BodySizeMustMatch) {

@@ -3,7 +3,8 @@
 // BF16 within the bound below, and FP32 against the PyTorch reference too; a settle from the target's tap
 // rows left on the device gives exactly the logits of a settle from the same rows fetched to the host,
 // and the device path is the one taken (rows held by another backend are refused, not read). The v2
-// selector walk on the device is engine/spec's host walk, greedy and seeded.
+// selector walk on the device is engine/spec's host walk, greedy and seeded. A context handed to another
+// drafter (a drain) drafts the same bits there.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -290,6 +291,49 @@ TEST(CudaDrafter, SettlesFromTheTargetsDeviceTapsWithoutTheHost) {
       EXPECT_EQ(a[0].selector.data, b[0].selector.data);
       EXPECT_EQ((*on_device)->context().length(0), prompt_len);
     }
+  }
+}
+
+// A drain hands a drafter context to another rank as f32 rows (CudaState::read_rows / write_rows, through
+// decode::CacheSlots): at FP32 and BF16 the rows read back from the drafter that took them are the rows
+// that went in, bit for bit, and it drafts the same bits as the drafter that settled them.
+TEST(CudaDrafter, AContextHandedOverDraftsTheSameBits) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_reference();
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
+  const json& m = ref["drafters"][0];
+  const json& c = m["cases"][0];
+  const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
+  const uint32_t a = c["context_len"], block = c["block_size"], anchor = c["anchor"];
+  std::optional<uint32_t> width;
+  if (c.contains("draft_vocab") && !c["draft_vocab"].is_null()) width = c["draft_vocab"].get<uint32_t>();
+  std::vector<float> taps;
+  for (const json& row : c["taps"]) {
+    for (const json& x : row) taps.push_back(x.get<float>());
+  }
+  for (ir::Precision p : {ir::Precision::kF32, ir::Precision::kBF16}) {
+    SCOPED_TRACE(ir::to_string(p));
+    auto cuda = cuda_backend(p);
+    ASSERT_NE(cuda, nullptr);
+    auto from = Drafter::open(*cuda, dir, target_dir, DrafterOptions{2, a + block, 0, width, nullptr});
+    auto to = Drafter::open(*cuda, dir, target_dir, DrafterOptions{2, a + block, 0, width, nullptr});
+    ASSERT_TRUE(from.ok() && to.ok());
+    const SettleRows settle{0, taps, {}};
+    ASSERT_TRUE((*from)->settle({&settle, 1}).ok());
+    std::vector<float> rows, back;
+    Status s = (*from)->context().export_rows(0, a, rows);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    s = (*to)->context().import_rows(1, a, rows);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    ASSERT_TRUE((*to)->context().export_rows(1, a, back).ok());
+    EXPECT_EQ(back, rows);
+    std::vector<BlockOut> want, got;
+    const BlockRows at_from{0, anchor, {}}, at_to{1, anchor, {}};
+    ASSERT_TRUE((*from)->draft({&at_from, 1}, block, want, true, false).ok());
+    ASSERT_TRUE((*to)->draft({&at_to, 1}, block, got, true, false).ok());
+    EXPECT_EQ(got[0].logits.data, want[0].logits.data);
+    EXPECT_EQ(got[0].ids, want[0].ids);
   }
 }
 
