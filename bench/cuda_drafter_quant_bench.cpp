@@ -1,19 +1,23 @@
 // The quantized drafter benchmark (issue 14): one DFlash drafter on the CUDA backend as its float weights
 // (the plan's precision) and quantized at load to int8 and int4: the device bytes of its weights and the
 // draft time per round (one block per request, logits left on the device), median over rounds, host
-// clock around each synchronous draft, at batch 1, 8 and 32. JSON on stdout; exit status 2 when some entry
-// failed (its "error" says why).
+// clock around each synchronous draft, at batch 1, 8 and 32. With --kernels instead: the quantized GEMM's two
+// kernels (CUDA cores, tensor cores) and the dense BF16 decode GEMM on a Qwen3-8B-shaped drafter's matrices at
+// 1, 16, 128 and 512 rows (a 16-row block at batch 1, 8, 32), device time per launch. JSON on stdout; exit
+// status 2 when some entry failed (its "error" says why).
 //   cuda_drafter_quant_bench [--drafter DIR] [--target DIR] [--block B] [--rounds N] [--context N]
-//                            [--precision bf16|f16|f32] [--batch N]
+//                            [--precision bf16|f16|f32] [--batch N] [--kernels]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/study_impl.h"
 #include "engine/models/dflash/dflash_model.h"
 
 namespace tandem::bench {
@@ -35,6 +39,7 @@ struct Args {
   uint32_t context = 64;
   ir::Precision precision = ir::Precision::kBF16;
   std::vector<uint32_t> batches = {1, 8, 32};
+  bool kernels = false;
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -84,6 +89,42 @@ nlohmann::json run(ir::Backend& backend, const Args& a, std::optional<Quantizati
   return out;
 }
 
+// Each qgemm kernel and the dense decode GEMM at each shape and row count; prints one line per shape.
+nlohmann::json run_kernels(bool& failed) {
+  nlohmann::json out = nlohmann::json::array();
+  auto device = cuda::Device::open(0);
+  if (!device.ok()) die(device.error().message());
+  auto modules = cuda::KernelModules::load((*device)->info(), cuda::default_cache_dir());
+  if (!modules.ok()) die(modules.error().message());
+  struct Shape {
+    const char* name;
+    uint32_t k, cols;
+  };
+  const Shape shapes[] = {{"q/o 4096x4096", 4096, 4096}, {"k/v 1024x4096", 4096, 1024},
+                          {"gate_up 24576x4096", 4096, 24576}, {"down 4096x12288", 12288, 4096}};
+  for (const Shape& sh : shapes) {
+    for (uint32_t rows : {1u, 16u, 128u, 512u}) {
+      nlohmann::json e{{"shape", sh.name}, {"k", sh.k}, {"cols", sh.cols}, {"rows", rows}};
+      auto r = cuda::study_qgemm(**device, **modules, sh.k, sh.cols, rows, 50);
+      if (!r.ok()) {
+        e["error"] = r.error().message();
+        failed = true;
+      } else {
+        std::string line = fmt::format("{:20} {:4} rows:", sh.name, rows);
+        for (const cuda::QGemmStudy& q : *r) {
+          e["kernels"].push_back({{"kernel", q.kernel}, {"median_us", q.median_us}, {"weight_bytes", q.weight_bytes},
+                                  {"weight_gb_per_s", q.weight_bytes / q.median_us / 1e3},
+                                  {"max_rel_diff", q.max_rel_diff}});
+          line += fmt::format("  {} {:.1f} us", q.kernel, q.median_us);
+        }
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+      out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace tandem::bench
 
@@ -105,13 +146,21 @@ int main(int argc, char** argv) {
       a.context = static_cast<uint32_t>(std::stoul(argv[++i]));
     } else if (s == "--batch" && more) {  // one batch instead of 1, 8 and 32
       a.batches = {std::max(1u, static_cast<uint32_t>(std::stoul(argv[++i])))};
+    } else if (s == "--kernels") {
+      a.kernels = true;
     } else if (s == "--precision" && more) {
       const std::string p = argv[++i];
       a.precision = p == "f32" ? ir::Precision::kF32 : p == "f16" ? ir::Precision::kF16 : ir::Precision::kBF16;
     } else {
       bench::die("unknown argument " + s + " (--drafter DIR, --target DIR, --block B, --rounds N, --context N, "
-                 "--precision P, --batch N)");
+                 "--precision P, --batch N, --kernels)");
     }
+  }
+  if (a.kernels) {
+    bool failed = false;
+    const nlohmann::json k{{"kernels", bench::run_kernels(failed)}};
+    std::printf("%s\n", k.dump(2).c_str());
+    return failed ? 2 : 0;
   }
   cuda::CudaOptions o;
   o.precision = a.precision;

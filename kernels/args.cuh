@@ -235,6 +235,16 @@ struct QGemmArgs {
   unsigned accumulate;           // 1: out += the product (act kActNone)
 };
 
+// The quantized GEMM on tensor cores (qgemm_tc.cu), on the same operands: a block of kQGemmTcWarps warps
+// covers kQGemmTcRows rows (grid x) and kQGemmTcWarps / splits tiles of 16 columns (grid y); splits (1, 2,
+// 4 or 8) and slice_chunks (32-wide K chunks per split) come from (k, cols) alone, never from the rows.
+enum : unsigned { kQGemmTcWarps = 8, kQGemmTcRows = 32 };
+struct QGemmTcArgs {
+  QGemmArgs q;
+  unsigned splits;
+  unsigned slice_chunks;
+};
+
 // The persistent caches of a bound State, as the index buffer lists them: per cache, the device
 // addresses of its K and V arrays, each [slots][capacity][width] of the plan's cache element type.
 struct CacheTable {

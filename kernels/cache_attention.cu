@@ -233,33 +233,6 @@ TK_DEV void cache_attention_simt(const CacheAttentionArgs& a) {
 
 // ---- tensor cores: mma.sync m16n8k16 on the cache's own 16-bit type, FP32 accumulators ----
 
-#if defined(__CUDACC__)
-TK_DEV void mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-  __trap();
-#endif
-}
-// Two floats rounded to bf16 (nearest even), `lo` in the low half; PTX packs its first source high.
-TK_DEV unsigned pack_bf2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-#else
-inline void mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-  ::tandem::emu::mma_16816_bf16(d, a, b);
-}
-inline unsigned pack_bf2(float lo, float hi) {
-  return static_cast<unsigned>(f2b(lo)) | (static_cast<unsigned>(f2b(hi)) << 16);
-}
-#endif
-
 // A shared-memory buffer for ldmatrix and cp.async: its generic pointer (the emulator's) and its shared
 // window address (PTX's). `fresh` re-reads the address through an opaque move each step, so the compiler
 // adds constant offsets at each use instead of keeping dozens of precomputed addresses in registers.
@@ -297,10 +270,8 @@ inline void ldsm_x4_trans(unsigned (&r)[4], Smem s, unsigned off) { ldmatrix_x4_
 inline void cp_async16_at(Smem s, unsigned off, const void* src, bool fill) { cp_async16(s.ptr + off, src, fill); }
 #endif
 
-TK_DEV void mma_t(half_t, float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) { mma_16816(d, a, b); }
-TK_DEV void mma_t(bf16_t, float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) { mma_bf16(d, a, b); }
-TK_DEV unsigned pack_t(half_t, float lo, float hi) { return pack_f2h2(lo, hi); }
-TK_DEV unsigned pack_t(bf16_t, float lo, float hi) { return pack_bf2(lo, hi); }
+TK_DEV unsigned pack_t(half_t, float lo, float hi) { return pack_16x2<false>(lo, hi); }
+TK_DEV unsigned pack_t(bf16_t, float lo, float hi) { return pack_16x2<true>(lo, hi); }
 
 // Staged rows: head_dim 16-bit elements and 16 bytes of padding, so the 8 rows of an ldmatrix fall in
 // distinct banks.
@@ -405,8 +376,8 @@ TK_DEV void tc_item(const CacheAttentionArgs& a, const CacheTile& t, unsigned j,
           unsigned b[4];
           ldsm_x4(b, kr, at + 16 * p * S::kRowBytes + 32 * kk);
           const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-          mma_t(T{}, s[2 * p], qa[kk], b0);
-          mma_t(T{}, s[2 * p + 1], qa[kk], b1);
+          mma_16816_t(s[2 * p], qa[kk], b0, T{});
+          mma_16816_t(s[2 * p + 1], qa[kk], b1, T{});
         }
       }
     }
@@ -473,8 +444,8 @@ TK_DEV void tc_item(const CacheAttentionArgs& a, const CacheTile& t, unsigned j,
           unsigned b[4];
           ldsm_x4_trans(b, vr, at + 16 * kk * S::kRowBytes + 32 * np);
           const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-          mma_t(T{}, o[2 * np], pf, b0);
-          mma_t(T{}, o[2 * np + 1], pf, b1);
+          mma_16816_t(o[2 * np], pf, b0, T{});
+          mma_16816_t(o[2 * np + 1], pf, b1, T{});
         }
       }
     }

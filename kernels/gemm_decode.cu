@@ -7,16 +7,6 @@ using namespace tandem::kernels;
 
 namespace {
 
-TK_DEV void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], half_t) { mma_16816(d, a, b); }
-TK_DEV void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], bf16_t) { mma_16816_bf16(d, a, b); }
-
-// 16 bytes (8 elements) at p, or zeros when !ok (p is then not read).
-TK_DEV U4 load16_or_zero(const void* p, bool ok) {
-  if (!ok) return U4{0u, 0u, 0u, 0u};
-  TK_ASSERT_ALIGNED(p, 16);
-  return *static_cast<const U4*>(p);
-}
-
 // Warp w of a CTA computes the 16 output columns of tile blockIdx.y · (warps / splits) + w / splits over
 // K slice w % splits, for the CTA's kGemmDecodeRows rows (grid x, fastest, so the blocks of one weight
 // slab run together and read it from L2 after the first). The weight tile is the mma's A (16 columns × 16
@@ -70,35 +60,20 @@ TK_DEV void gemm_decode(const GemmDecodeArgs& a) {
           const unsigned r = 8 * j + g;
           const U4 xv = load16_or_zero(x + static_cast<unsigned long long>(r) * a.k + kk, r < here && kk < a.k);
           const unsigned b1[2] = {xv.x, xv.y}, b2[2] = {xv.z, xv.w};
-          mma(acc[j], a1, b1, T{});
-          mma(acc[j], a2, b2, T{});
+          mma_16816_t(acc[j], a1, b1, T{});
+          mma_16816_t(acc[j], a2, b2, T{});
         }
       }
     }
   }
-  // The C fragment: acc[j][e] is column g (+8 for e >= 2) of the tile, row 8j + 2t + (e & 1).
-#pragma unroll
-  for (unsigned j = 0; j < 4; ++j) {  // constant indices keep acc in registers
-    if (j >= groups) break;
-#pragma unroll
-    for (unsigned e = 0; e < 4; ++e) part[warp][g + (e >= 2 ? 8u : 0u)][8 * j + 2 * t + (e & 1u)] = acc[j][e];
-  }
-  __syncthreads();
-  // The K slices of each output summed in slice order from the first, then bias, then the prior output:
-  // the same order for every row at every m. Consecutive threads take consecutive columns.
-  const unsigned width = tiles * 16;
-  for (unsigned o = threadIdx.x; o < here * width; o += blockDim.x) {
-    const unsigned r = o / width, c = o % width, tl = c / 16, cc = c % 16;
-    const unsigned col = blockIdx.y * width + c;
-    if (col >= a.cols) continue;
-    float v = part[tl * splits][cc][r];
-    for (unsigned s = 1; s < splits; ++s) v += part[tl * splits + s][cc][r];
+  // Bias, then the prior output, after the slices' sum: the same order for every row at every m.
+  sum_slices<kGemmDecodeRows>(part, acc, groups, splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
     if (a.bias != nullptr) v += a.bias[col];
     // INVARIANT: row0 + r < the real rows <= the bucket rows of out; col < cols.
     Out* y = static_cast<Out*>(a.out) + static_cast<unsigned long long>(row0 + r) * a.cols + col;
     if (a.accumulate != 0u) v += to_f32(*y);
     store(y, v);
-  }
+  });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/tensor_core.cuh
   ${CMAKE_CURRENT_LIST_DIR}/attention.cuh
   ${CMAKE_CURRENT_LIST_DIR}/choice_keys.cuh
+  ${CMAKE_CURRENT_LIST_DIR}/qgemm.cuh
   ${CMAKE_CURRENT_LIST_DIR}/act_features.cu
   ${CMAKE_CURRENT_LIST_DIR}/add_type.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
@@ -31,5 +32,6 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/sample.cu
   ${CMAKE_CURRENT_LIST_DIR}/gemm_decode.cu
   ${CMAKE_CURRENT_LIST_DIR}/qgemm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/qgemm_tc.cu
   ${CMAKE_CURRENT_LIST_DIR}/selector_walk.cu
 )

@@ -124,6 +124,13 @@ TK_DEV void store8_16(T16* p, const float (&v)[8]) {
 TK_DEV void store8(half_t* p, const float (&v)[8]) { store8_16(p, v); }
 TK_DEV void store8(bf16_t* p, const float (&v)[8]) { store8_16(p, v); }
 
+// 16 bytes at p, or zeros when !ok (p is then not read).
+TK_DEV U4 load16_or_zero(const void* p, bool ok) {
+  if (!ok) return U4{0u, 0u, 0u, 0u};
+  TK_ASSERT_ALIGNED(p, 16);
+  return *static_cast<const U4*>(p);
+}
+
 // Two consecutive elements (an even column, so the pair is 8 or 4 bytes aligned).
 TK_DEV void store2(float* p, float a, float b) { *reinterpret_cast<V2*>(p) = V2{a, b}; }
 TK_DEV void store2(half_t* p, float a, float b) {
@@ -180,3 +187,4 @@ TK_DEV void for_each_chunk(unsigned rows, unsigned width, F&& f) {
 #include "tensor_core.cuh"
 #include "attention.cuh"
 #include "choice_keys.cuh"
+#include "qgemm.cuh"

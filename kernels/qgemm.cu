@@ -29,13 +29,6 @@ __device__ __forceinline__ void decode8(const QGemmArgs& a, const unsigned char*
   }
 }
 
-__device__ __forceinline__ float epilogue(const QGemmArgs& a, float v, unsigned col) {
-  if (a.bias != nullptr) v += a.bias[col];
-  if (a.act == kActGelu) return gelu_erf(v);
-  if (a.act == kActRelu) return fmaxf(v, 0.0f);
-  return v;
-}
-
 template <class In, class Out>
 __device__ __forceinline__ void qgemm(const QGemmArgs& a) {
   const unsigned rows = real_rows(a.n, a.kind);
@@ -59,8 +52,7 @@ __device__ __forceinline__ void qgemm(const QGemmArgs& a) {
       for (unsigned s = lane; s < steps; s += 32u) {
         float q[8];
         decode8(a, row, s, q);
-        const unsigned short sb = scales[(8u * s) / a.group];
-        const float scale = a.scale_bf16 != 0u ? b2f(sb) : h2f(sb);
+        const float scale = qgemm_scale(a, scales[(8u * s) / a.group]);
 #pragma unroll
         for (unsigned b = 0; b < kQGemmRows; ++b) {
           if (b < tile) {
@@ -79,7 +71,7 @@ __device__ __forceinline__ void qgemm(const QGemmArgs& a) {
           const float sum = warp_sum(acc[b]);
           if (lane == 0u) {
             Out* o = static_cast<Out*>(a.out) + static_cast<unsigned long long>(r0 + b) * a.cols + col;
-            const float y = epilogue(a, sum, col);
+            const float y = qgemm_epilogue(a, sum, col);
             store(o, a.accumulate != 0u ? to_f32(*o) + y : y);
           }
         }

@@ -1,6 +1,7 @@
-// Tensor-core and asynchronous-copy primitives for the attention kernels (scorer.md §3): mma.sync
-// m16n8k16, ldmatrix, cp.async with zero fill, packed f16x2 rounding and the block's dynamic shared
-// memory. NVRTC gets inline PTX (sm_80+); host builds (the test emulator) get simt.h's exact emulation.
+// Tensor-core and asynchronous-copy primitives for the attention and GEMM kernels (scorer.md §3): mma.sync
+// m16n8k16, ldmatrix, cp.async with zero fill, packed f16x2 / bf16x2 rounding and fma, and the block's
+// dynamic shared memory. NVRTC gets inline PTX (sm_80+); host builds (the test emulator) get simt.h's exact
+// emulation.
 #pragma once
 
 namespace tandem::kernels {
@@ -97,16 +98,37 @@ TK_DEV void cp_async_wait() {
 #endif
 }
 
-// Two floats rounded to halves (nearest even) in one register, `lo` in the low 16 bits (the mma
-// fragment order). PTX packs its first source into the upper half.
-TK_DEV unsigned pack_f2h2(float lo, float hi) {
+// Two floats rounded (nearest even) to f16, or bf16 for kBf16, in one register, `lo` in the low 16 bits
+// (the mma fragment order). PTX packs its first source into the upper half.
+template <bool kBf16>
+TK_DEV unsigned pack_16x2(float lo, float hi) {
   unsigned r;
 #if TK_SM80
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  if constexpr (kBf16) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  }
 #else
-  r = static_cast<unsigned>(f2h(lo)) | (static_cast<unsigned>(f2h(hi)) << 16);
+  r = static_cast<unsigned>(kBf16 ? f2b(lo) : f2h(lo)) | (static_cast<unsigned>(kBf16 ? f2b(hi) : f2h(hi)) << 16);
 #endif
   return r;
+}
+
+// a · b + c on both halves of packed f16x2 (kBf16: bf16x2) registers, each rounded once to nearest even.
+template <bool kBf16>
+TK_DEV unsigned fma_16x2(unsigned a, unsigned b, unsigned c) {
+  unsigned d = 0;
+#if TK_SM80
+  if constexpr (kBf16) {
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  } else {
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  }
+#else
+  __trap();
+#endif
+  return d;
 }
 
 // The block's dynamic shared memory (the launch's shared-bytes argument), 16-byte aligned.
@@ -133,12 +155,30 @@ template <int N>
 inline void cp_async_wait() {
   ::tandem::emu::cp_async_wait(N);
 }
-inline unsigned pack_f2h2(float lo, float hi) {
-  return static_cast<unsigned>(f2h(lo)) | (static_cast<unsigned>(f2h(hi)) << 16);
+template <bool kBf16>
+inline unsigned pack_16x2(float lo, float hi) {
+  return static_cast<unsigned>(kBf16 ? f2b(lo) : f2h(lo)) | (static_cast<unsigned>(kBf16 ? f2b(hi) : f2h(hi)) << 16);
+}
+// Through a float fma: the PTX result whenever a · b + c fits a float's 24 bits (always where the kernels
+// use it: small integers), else possibly off by double rounding.
+template <bool kBf16>
+inline unsigned fma_16x2(unsigned a, unsigned b, unsigned c) {
+  unsigned d = 0;
+  for (unsigned s = 0; s < 32; s += 16) {
+    const auto widen = [s](unsigned v) {
+      const auto h = static_cast<unsigned short>((v >> s) & 0xffffu);
+      return kBf16 ? b2f(h) : h2f(h);
+    };
+    const float r = std::fma(widen(a), widen(b), widen(c));
+    d |= static_cast<unsigned>(kBf16 ? f2b(r) : f2h(r)) << s;
+  }
+  return d;
 }
 inline unsigned char* dynamic_smem() { return ::tandem::emu::dynamic_shared(); }
 
 #endif
+
+TK_DEV unsigned pack_f2h2(float lo, float hi) { return pack_16x2<false>(lo, hi); }
 
 // The f16 hi + lo split of two floats, packed as pack_f2h2 packs them: x ≈ hi + lo to about 22 bits.
 struct SplitPair {
@@ -149,6 +189,42 @@ TK_DEV SplitPair split_pair(float x0, float x1) {
   const float r0 = x0 - h2f(static_cast<unsigned short>(hi & 0xffffu));
   const float r1 = x1 - h2f(static_cast<unsigned short>(hi >> 16));
   return {hi, pack_f2h2(r0, r1)};
+}
+
+// mma_16816 by operand type, for kernels templated on it.
+TK_DEV void mma_16816_t(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], half_t) {
+  mma_16816(d, a, b);
+}
+TK_DEV void mma_16816_t(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], bf16_t) {
+  mma_16816_bf16(d, a, b);
+}
+
+// The end of a K-split mma GEMM (gemm_decode.cu, qgemm_tc.cu): warp w of the block holds in acc[j] the C
+// fragments of its 16-column tile over one K slice (tile w / splits, slice w % splits; acc[j][e] is column
+// g (+8 for e >= 2) of the tile, row 8j + 2t + (e & 1)) for its `frags` 8-row fragments. They meet in `part`,
+// and each output's slices are summed in slice order from the first, the same order for every row at every
+// row count; then f(row, column, sum) for the block's `here` rows and its columns below cols (they start at
+// blockIdx.y times the block's width; consecutive threads take consecutive columns).
+template <unsigned kRows, class F>
+TK_DEV void sum_slices(float (*part)[16][kRows + 1], const float (&acc)[4][4], unsigned frags, unsigned splits,
+                       unsigned here, unsigned cols, F&& f) {
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (unsigned j = 0; j < 4; ++j) {  // constant indices keep acc in registers
+    if (j >= frags) break;
+#pragma unroll
+    for (unsigned e = 0; e < 4; ++e) part[warp][g + (e >= 2 ? 8u : 0u)][8 * j + 2 * t + (e & 1u)] = acc[j][e];
+  }
+  __syncthreads();
+  const unsigned width = blockDim.x / 32 / splits * 16;
+  for (unsigned o = threadIdx.x; o < here * width; o += blockDim.x) {
+    const unsigned r = o / width, c = o % width, tl = c / 16, cc = c % 16;
+    const unsigned col = blockIdx.y * width + c;
+    if (col >= cols) continue;
+    float v = part[tl * splits][cc][r];
+    for (unsigned s = 1; s < splits; ++s) v += part[tl * splits + s][cc][r];
+    f(r, col, v);
+  }
 }
 
 }  // namespace tandem::kernels

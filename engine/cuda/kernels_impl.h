@@ -97,6 +97,13 @@
   X(qgemm_bf16_bf16, QGemmArgs, "qgemm.cu")                                 \
   X(qgemm_bf16_f32, QGemmArgs, "qgemm.cu")                                  \
   X(qgemm_f32_bf16, QGemmArgs, "qgemm.cu")                                   \
+  X(qgemm_tc_f32_f32, QGemmTcArgs, "qgemm_tc.cu")                           \
+  X(qgemm_tc_f16_f16, QGemmTcArgs, "qgemm_tc.cu")                           \
+  X(qgemm_tc_f16_f32, QGemmTcArgs, "qgemm_tc.cu")                           \
+  X(qgemm_tc_f32_f16, QGemmTcArgs, "qgemm_tc.cu")                           \
+  X(qgemm_tc_bf16_bf16, QGemmTcArgs, "qgemm_tc.cu")                         \
+  X(qgemm_tc_bf16_f32, QGemmTcArgs, "qgemm_tc.cu")                          \
+  X(qgemm_tc_f32_bf16, QGemmTcArgs, "qgemm_tc.cu")                          \
   X(selector_walk_f32_u32, SelectorWalkArgs, "selector_walk.cu")
 
 namespace tandem::cuda {
@@ -120,7 +127,7 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
                                 kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
                                 kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
-                                kernels::GemmDecodeArgs, kernels::QGemmArgs,
+                                kernels::GemmDecodeArgs, kernels::QGemmArgs, kernels::QGemmTcArgs,
                                 kernels::SelectorWalkArgs>;
 
 struct KernelInfo {

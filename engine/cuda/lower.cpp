@@ -440,7 +440,9 @@ Status Lowering::lower(size_t i, const ir::QGemm& op) {
     case ir::Epilogue::kRelu: act = kernels::kActRelu; break;
     case ir::Epilogue::kAccumulate: accumulate = true; break;
   }
-  return add(qgemm_step(ctx_, a, q, b, act, accumulate, out), where);
+  // Tensor cores wherever the device has mma.sync (sm_80+), at every row count: one kernel per shape, so a
+  // row's bits do not depend on the bucket (docs/quantization.md, "Backends").
+  return add(qgemm_step(ctx_, a, q, b, act, accumulate, out, device_.info().cc_major >= 8), where);
 }
 
 Status Lowering::lower(size_t i, const ir::Embed& o) {

@@ -80,7 +80,7 @@ Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& 
 }
 
 Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
-                              unsigned act, bool accumulate, const Loc& out) {
+                              unsigned act, bool accumulate, const Loc& out, bool tensor_cores) {
   const std::string what = fmt::format("{} into {} (int{} codes, groups of {})", x.describe(), out.describe(), w.bits,
                                        w.group);
   if (x.rows != out.rows || x.ptr == out.ptr || w.codes == nullptr || w.scales == nullptr) {
@@ -90,35 +90,58 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
     return mismatch("qgemm", what + ": bits 8 or 4, a group that is a multiple of 32 and divides k");
   }
   if (accumulate && act != kernels::kActNone) return mismatch("qgemm", what + ": accumulate takes no activation");
-  KernelStep s;
-  const auto variant = [&]() -> Result<KernelId> {
+  // Each (x, out) pair's entry in both families: {CUDA cores, tensor cores}.
+  using Pair = std::pair<KernelId, KernelId>;
+  const auto variant = [&]() -> Result<Pair> {
     switch (x.type) {
       case Dt::kF32:
-        if (out.type == Dt::kF32) return KernelId::qgemm_f32_f32;
-        if (out.type == Dt::kF16) return KernelId::qgemm_f32_f16;
-        if (out.type == Dt::kBF16) return KernelId::qgemm_f32_bf16;
+        if (out.type == Dt::kF32) return Pair{KernelId::qgemm_f32_f32, KernelId::qgemm_tc_f32_f32};
+        if (out.type == Dt::kF16) return Pair{KernelId::qgemm_f32_f16, KernelId::qgemm_tc_f32_f16};
+        if (out.type == Dt::kBF16) return Pair{KernelId::qgemm_f32_bf16, KernelId::qgemm_tc_f32_bf16};
         break;
       case Dt::kF16:
-        if (out.type == Dt::kF16) return KernelId::qgemm_f16_f16;
-        if (out.type == Dt::kF32) return KernelId::qgemm_f16_f32;
+        if (out.type == Dt::kF16) return Pair{KernelId::qgemm_f16_f16, KernelId::qgemm_tc_f16_f16};
+        if (out.type == Dt::kF32) return Pair{KernelId::qgemm_f16_f32, KernelId::qgemm_tc_f16_f32};
         break;
       case Dt::kBF16:
-        if (out.type == Dt::kBF16) return KernelId::qgemm_bf16_bf16;
-        if (out.type == Dt::kF32) return KernelId::qgemm_bf16_f32;
+        if (out.type == Dt::kBF16) return Pair{KernelId::qgemm_bf16_bf16, KernelId::qgemm_tc_bf16_bf16};
+        if (out.type == Dt::kF32) return Pair{KernelId::qgemm_bf16_f32, KernelId::qgemm_tc_bf16_f32};
         break;
       case Dt::kU32: break;
     }
     return mismatch("qgemm", what + ": the output must be FP32, the input's type, or 16-bit from FP32");
   };
-  TANDEM_ASSIGN(s.id, variant());
+  TANDEM_ASSIGN(const Pair ids, variant());
+  // INVARIANT: x, out, bias, codes and scales are arena values and uploaded weights (64-byte aligned) sized
+  // at lowering for the bucket's rows at the shapes and types checked here; the kernels touch real rows only.
+  const kernels::QGemmArgs q{out.ptr,  x.ptr,      w.codes,   w.scales,           bias,
+                             c.ix.n,   x.kind(),   out.width, x.width,            w.bits,
+                             w.group,  w.scale_bf16 ? 1u : 0u, act, accumulate ? 1u : 0u};
+  const uint64_t rows = std::max<uint64_t>(1, c.bucket.rows(x.rows));
+  KernelStep s;
+  if (tensor_cores) {
+    // The K split from (k, cols) alone, as the decode GEMM's: a row's bits do not depend on the bucket.
+    const GemmDecodeSplit split = gemm_decode_split(x.width, out.width);
+    const uint64_t tiles = (uint64_t{out.width} + 15) / 16, per_block = kernels::kQGemmTcWarps / split.splits;
+    const uint64_t col_blocks = (tiles + per_block - 1) / per_block;
+    const uint64_t row_blocks = (rows + kernels::kQGemmTcRows - 1) / kernels::kQGemmTcRows;
+    if (col_blocks > 65535 || row_blocks > 2147483647) {
+      return mismatch("qgemm", fmt::format("{}: {} column blocks and {} row blocks (limits 65535 and 2^31 - 1)",
+                                           what, col_blocks, row_blocks));
+    }
+    s.id = ids.second;
+    s.grid = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(col_blocks));
+    s.block = dim3(kernels::kQGemmTcWarps * 32);
+    s.args = kernels::QGemmTcArgs{q, split.splits, split.slice_chunks};
+    return s;
+  }
   const uint64_t col_blocks = (uint64_t{out.width} + kernels::kQGemmWarps - 1) / kernels::kQGemmWarps;
-  const uint64_t row_tiles = (uint64_t{c.bucket.rows(x.rows)} + kernels::kQGemmRows - 1) / kernels::kQGemmRows;
+  const uint64_t row_tiles = (rows + kernels::kQGemmRows - 1) / kernels::kQGemmRows;
+  s.id = ids.first;
   s.grid = dim3(static_cast<unsigned>(std::clamp<uint64_t>(col_blocks, 1, 65535)),
                 static_cast<unsigned>(std::clamp<uint64_t>(row_tiles, 1, 65535)));
   s.block = dim3(kernels::kQGemmWarps * 32);
-  s.args = kernels::QGemmArgs{out.ptr,  x.ptr,      w.codes,   w.scales,           bias,
-                              c.ix.n,   x.kind(),   out.width, x.width,            w.bits,
-                              w.group,  w.scale_bf16 ? 1u : 0u, act, accumulate ? 1u : 0u};
+  s.args = q;
   return s;
 }
 

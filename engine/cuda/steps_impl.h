@@ -135,8 +135,9 @@ struct QuantWeight {
 };
 // QGemm: out = act(x · dequant(W)ᵀ + bias) (accumulate: out += it, act none); x FP32 or 16-bit, out FP32,
 // x's type or (from FP32 x) a 16-bit type; k a multiple of 32 and of the group, the group a multiple of 32.
+// tensor_cores (sm_80+): kernels/qgemm_tc.cu, else kernels/qgemm.cu (docs/quantization.md says which runs when).
 Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
-                              unsigned act, bool accumulate, const Loc& out);
+                              unsigned act, bool accumulate, const Loc& out, bool tensor_cores);
 // k and v must be token rows of the cache's element type `cache_type`, `width` wide.
 Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type);
 

@@ -1,6 +1,7 @@
 // Kernel-level studies for the benchmark's variant tables (tools/gpu-check.sh): the attention kernels
-// timed on one batch's shape against each other, and every split-K-free cuBLASLt candidate of a GEMM
-// shape timed and checked for the reference's bits. Diagnostics only: no plan calls them.
+// timed on one batch's shape against each other, every split-K-free cuBLASLt candidate of a GEMM
+// shape timed and checked for the reference's bits, and the quantized GEMM's kernels on drafter shapes.
+// Diagnostics only: no plan calls them.
 #pragma once
 
 #include <string>
@@ -52,5 +53,18 @@ struct GemmCandidate {
 // over `reps` launches; sorted fastest first.
 Result<std::vector<GemmCandidate>> study_gemm(const Device& device, GemmAlgos& algos, const GemmShape& shape,
                                               uint32_t m, int reps);
+
+// One kernel of the quantized GEMM study (study_qgemm.cpp).
+struct QGemmStudy {
+  std::string kernel;          // "qgemm int4 tensor cores", "dense bf16 decode GEMM", ...
+  double weight_bytes = 0.0;   // codes and scales (dense: the BF16 matrix)
+  double median_us = 0.0;
+  double max_rel_diff = 0.0;   // tensor cores: the largest |difference| from the CUDA cores / the largest |output|
+};
+
+// Both qgemm kernels (int8 and int4 codes, F16 scales in groups of 64) and the dense BF16 decode GEMM on a
+// [cols, k] weight at `rows` BF16 rows, each timed over `reps` launches.
+Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelModules& modules, uint32_t k,
+                                            uint32_t cols, uint32_t rows, int reps);
 
 }  // namespace tandem::cuda

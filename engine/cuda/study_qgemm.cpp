@@ -1,0 +1,122 @@
+// The quantized GEMM's kernel study (study_impl.h): both qgemm kernels and the dense BF16 decode GEMM on one
+// shape, random operands on the device, launches timed one by one between events (timing_impl.h), medians.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "engine/core/dtype.h"
+#include "engine/cuda/check_impl.h"
+#include "engine/cuda/study_impl.h"
+#include "engine/cuda/steps_impl.h"
+#include "engine/cuda/timing_impl.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr uint32_t kGroup = 64;  // a load-time quantization's group (dflash_quant.h kLoadGroupSize)
+
+template <class T>
+Result<DeviceBuffer> upload_vector(const Device& device, const std::vector<T>& host, const char* what) {
+  TANDEM_ASSIGN(DeviceBuffer b, DeviceBuffer::make(std::max<size_t>(1, host.size() * sizeof(T)), what));
+  // INVARIANT: the buffer holds the host vector's bytes; the copy is drained before the vector can go.
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice,
+                                    device.stream()));
+  TANDEM_TRY(device.synchronize());
+  return b;
+}
+
+Result<std::vector<float>> download_bf16(const Device& device, const DeviceBuffer& b, size_t n) {
+  std::vector<uint16_t> bits(n);
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(bits.data(), b.data(), n * 2, cudaMemcpyDeviceToHost, device.stream()));
+  device.count_d2h(n * 2);
+  TANDEM_TRY(device.synchronize());
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
+  return out;
+}
+
+Loc token_loc(const DeviceBuffer& b, uint32_t width, const char* name) {
+  Loc l;
+  l.ptr = b.data();
+  l.width = width;
+  l.type = Dt::kBF16;
+  l.name = name;
+  return l;
+}
+
+}  // namespace
+
+Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelModules& modules, uint32_t k,
+                                            uint32_t cols, uint32_t rows, int reps) {
+  if (k == 0 || k % kGroup != 0 || cols == 0 || rows == 0) {
+    return Error::make(ErrorKind::kInvalidArgument, "qgemm study: k {} (a multiple of {}), {} columns, {} rows", k,
+                       kGroup, cols, rows);
+  }
+  TANDEM_TRY(device.activate());
+  std::mt19937 rng(29);
+  const ir::Bucket bucket{rows, 1, 1};
+  const IndexLayout layout = IndexLayout::for_bucket(bucket);
+  ir::Batch batch;
+  batch.add_sequence(std::vector<uint32_t>(rows, 1), {}, 0);
+  std::vector<uint32_t> words(layout.words, 0);
+  fill_index(layout, batch, words.data());
+  TANDEM_ASSIGN(DeviceBuffer index, upload_vector(device, words, "a study index"));
+  StepContext ctx;
+  ctx.bucket = bucket;
+  ctx.ix = index_pointers(layout, index.as<const unsigned>());
+  ctx.tiles_max = layout.tiles_max;
+  ctx.sms = static_cast<uint32_t>(std::max(1, device.info().sms));
+
+  TANDEM_ASSIGN(DeviceBuffer x, random_device_buffer(device, size_t{rows} * k, Dt::kBF16, 1.0f, rng));
+  TANDEM_ASSIGN(DeviceBuffer y, DeviceBuffer::make(size_t{rows} * cols * 2, "a study output"));
+  std::vector<uint16_t> scale_bits(size_t{cols} * (k / kGroup));
+  std::uniform_real_distribution<float> scale(0.5f, 1.5f);
+  std::vector<QGemmStudy> out;
+  for (uint32_t bits : {8u, 4u}) {
+    for (uint16_t& s : scale_bits) s = float_to_half(scale(rng) / (bits == 8 ? 127.0f : 7.0f) / std::sqrt(float(k)));
+    std::vector<uint8_t> code_bytes(size_t{cols} * k * bits / 8);
+    for (uint8_t& c : code_bytes) c = static_cast<uint8_t>(rng());
+    TANDEM_ASSIGN(DeviceBuffer codes, upload_vector(device, code_bytes, "study codes"));
+    TANDEM_ASSIGN(DeviceBuffer scales, upload_vector(device, scale_bits, "study scales"));
+    QuantWeight w;
+    w.codes = codes.data();
+    w.scales = scales.as<const uint16_t>();
+    w.bits = bits;
+    w.group = kGroup;
+    std::vector<float> first;
+    for (bool tc : {false, true}) {
+      TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, token_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
+                                                token_loc(y, cols, "y"), tc));
+      step.label = fmt::format("qgemm int{} {}", bits, tc ? "tensor cores" : "cuda cores");
+      QGemmStudy st;
+      st.kernel = step.label;
+      st.weight_bytes = static_cast<double>(code_bytes.size() + scale_bits.size() * 2);
+      TANDEM_ASSIGN(st.median_us, median_us(device, [&] { return launch(modules, step, device.stream()); }, reps));
+      TANDEM_ASSIGN(const std::vector<float> got, download_bf16(device, y, size_t{rows} * cols));
+      if (first.empty()) {
+        first = got;
+      } else {  // the tensor cores against the CUDA cores, relative to the largest output
+        double big = 0.0, diff = 0.0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          big = std::max(big, std::fabs(double(first[i])));
+          const double d = std::fabs(double(got[i]) - double(first[i]));
+          diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+        }
+        st.max_rel_diff = big > 0.0 ? diff / big : diff;
+      }
+      out.push_back(st);
+    }
+  }
+  // The dense BF16 weight on the decode GEMM: what the quantized kernels save against.
+  TANDEM_ASSIGN(DeviceBuffer dense, random_device_buffer(device, size_t{cols} * k, Dt::kBF16, 0.02f, rng));
+  TANDEM_ASSIGN(KernelStep step, gemm_decode_step(ctx, token_loc(x, k, "x"), token_loc(y, cols, "y"), dense.data(),
+                                                  nullptr, false));
+  QGemmStudy st;
+  st.kernel = "dense bf16 decode GEMM";
+  st.weight_bytes = double(cols) * k * 2;
+  TANDEM_ASSIGN(st.median_us, median_us(device, [&] { return launch(modules, step, device.stream()); }, reps));
+  out.push_back(st);
+  return out;
+}
+
+}  // namespace tandem::cuda

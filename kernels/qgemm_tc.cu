@@ -1,0 +1,254 @@
+// The quantized GEMM on tensor cores (args.cuh QGemmTcArgs, docs/quantization.md): out = act(x · dequant(W)ᵀ +
+// bias), or out += it, on the real rows. Codes become exact f16/bf16 integers in registers (a mask and one
+// packed add per two codes), mma.sync m16n8k16 multiplies 16 output columns (A) by up to kQGemmTcRows rows
+// (B, 8 per fragment) with FP32 accumulation, and each group's partial sum is scaled once in FP32, so the
+// weights enter the sums exactly. K is split by (k, cols) alone and the slices summed in slice order: a row's
+// bits never depend on how many rows the launch has (gemm_decode.cu's rule).
+#include "prelude.cuh"
+
+using namespace tandem::kernels;
+
+namespace {
+
+// A lane's 8 consecutive k of a 32-wide chunk (k0 + 0..7), in the order the mmas take them: register p of
+// its A rows and of its B column holds k0 + k_of(p, 0) in the low half and k0 + k_of(p, 1) in the high one;
+// registers 0 and 1 feed the first mma as the ISA's k 2t, 2t + 1 and 2t + 8, 2t + 9, registers 2 and 3 the
+// second. The order is where the codes sit in their word (int8: bytes 0 and 2, 1 and 3, ...; int4: nibbles
+// 0 and 4, 1 and 5, ...), so one mask pairs them; A and B permute K alike, so the products are the GEMM's.
+template <unsigned kBits>
+TK_DEV constexpr unsigned k_of(unsigned p, unsigned h) {
+  return kBits == 8 ? (p / 2) * 4 + p % 2 + 2 * h : p + 4 * h;
+}
+
+// One column's codes for one chunk and lane: int8 8 bytes, int4 4 bytes (8 nibbles), loaded as one word.
+template <unsigned kBits>
+struct alignas(kBits) Codes {
+  unsigned w[kBits / 4];
+};
+
+template <unsigned kBits>
+TK_DEV Codes<kBits> load_codes(const unsigned char* p) {
+  TK_ASSERT_ALIGNED(p, kBits);
+  return *reinterpret_cast<const Codes<kBits>*>(p);
+}
+
+// The codes as exact integers in the pairs of k_of: 2^10 + u (f16) or 2^7 + u (bf16) built in the bits, u the
+// code's unsigned form (q + 128 or q + 8), then the packed add of −(that + bias) leaves q. bf16 holds 2^7 + u
+// only for u < 2^7, so int8 → bf16 goes through floats: 2^23 + u less 2^23 + 128, packed (exact) as bf16.
+template <unsigned kBits>
+TK_DEV void decode(const Codes<kBits>& c, unsigned (&p)[4], half_t) {
+  constexpr unsigned kOne = 0x3c003c00u;
+  if constexpr (kBits == 8) {
+    constexpr unsigned kMagic = 0x64006400u, kLess = 0xe480e480u;  // 1024, −1152
+    const unsigned lo = c.w[0] ^ 0x80808080u, hi = c.w[1] ^ 0x80808080u;
+    p[0] = fma_16x2<false>((lo & 0x00ff00ffu) | kMagic, kOne, kLess);
+    p[1] = fma_16x2<false>(((lo >> 8) & 0x00ff00ffu) | kMagic, kOne, kLess);
+    p[2] = fma_16x2<false>((hi & 0x00ff00ffu) | kMagic, kOne, kLess);
+    p[3] = fma_16x2<false>(((hi >> 8) & 0x00ff00ffu) | kMagic, kOne, kLess);
+  } else {
+    constexpr unsigned kMagic = 0x64006400u, kLess = 0xe408e408u;  // 1024, −1032
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j) p[j] = fma_16x2<false>(((c.w[0] >> (4 * j)) & 0x000f000fu) | kMagic, kOne, kLess);
+  }
+}
+template <unsigned kBits>
+TK_DEV void decode(const Codes<kBits>& c, unsigned (&p)[4], bf16_t) {
+  if constexpr (kBits == 8) {
+    float q[8];
+#pragma unroll
+    for (unsigned i = 0; i < 8; ++i) {
+      const unsigned u = ((c.w[i / 4] >> (8 * (i % 4))) & 0xffu) ^ 0x80u;
+      q[i] = bits_float(0x4b000000u | u) - 8388736.0f;
+    }
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j) p[j] = pack_16x2<true>(q[k_of<8>(j, 0)], q[k_of<8>(j, 1)]);
+  } else {
+    constexpr unsigned kOne = 0x3f803f80u, kMagic = 0x43004300u, kLess = 0xc308c308u;  // 1, 128, −136
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j) p[j] = fma_16x2<true>(((c.w[0] >> (4 * j)) & 0x000f000fu) | kMagic, kOne, kLess);
+  }
+}
+
+// B: one row's 8 elements at a lane's k0, paired as k_of pairs them; zeros past the real rows. A 16-bit row
+// is the operand as it is (one level); an FP32 row is split exactly into bf16 hi + mid + lo (three levels:
+// each residual is exact and the last fits 8 bits), so FP32 inputs lose nothing before the FP32 sums.
+template <class In>
+struct Row {
+  static constexpr unsigned kLevels = 1;
+  unsigned b[kLevels][4];
+};
+template <>
+struct Row<float> {
+  static constexpr unsigned kLevels = 3;
+  unsigned b[kLevels][4];
+};
+
+template <unsigned kBits, class In>
+TK_DEV Row<In> load_row(const In* p, bool ok) {
+  Row<In> r;
+  const U4 v = load16_or_zero(p, ok);
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (unsigned j = 0; j < 4; ++j) {
+    const unsigned k0 = k_of<kBits>(j, 0), k1 = k_of<kBits>(j, 1);
+    r.b[0][j] = ((w[k0 / 2] >> (16 * (k0 % 2))) & 0xffffu) | (((w[k1 / 2] >> (16 * (k1 % 2))) & 0xffffu) << 16);
+  }
+  return r;
+}
+template <unsigned kBits>
+TK_DEV Row<float> load_row(const float* p, bool ok) {
+  Row<float> r;
+  const U4 v0 = load16_or_zero(p, ok), v1 = load16_or_zero(p + 4, ok);
+  const float x[8] = {bits_float(v0.x), bits_float(v0.y), bits_float(v0.z), bits_float(v0.w),
+                      bits_float(v1.x), bits_float(v1.y), bits_float(v1.z), bits_float(v1.w)};
+#pragma unroll
+  for (unsigned j = 0; j < 4; ++j) {
+    float e0 = x[k_of<kBits>(j, 0)], e1 = x[k_of<kBits>(j, 1)];
+#pragma unroll
+    for (unsigned l = 0; l < 3; ++l) {
+      const unsigned h = pack_16x2<true>(e0, e1);
+      r.b[l][j] = h;
+      e0 -= b2f(static_cast<unsigned short>(h & 0xffffu));
+      e1 -= b2f(static_cast<unsigned short>(h >> 16));
+    }
+  }
+  return r;
+}
+
+// The mma operands' type: the input's for 16-bit inputs, bf16 (three levels) for FP32.
+template <class In>
+struct Operand {
+  using T = In;
+};
+template <>
+struct Operand<float> {
+  using T = bf16_t;
+};
+
+// The block's slice partials, one array whatever the entry instantiates.
+TK_DEV float (*slice_partials())[16][kQGemmTcRows + 1] {
+  __shared__ float part[kQGemmTcWarps][16][kQGemmTcRows + 1];  // +1: no bank conflicts reading columns
+  return part;
+}
+
+// Warp w of a block computes the 16 output columns of tile blockIdx.y · (warps / splits) + w / splits over K
+// slice w % splits, for the block's rows (grid x, fastest, so the blocks of one column slab run together and
+// read its codes from L2 after the first). Lane (g, t) reads 8 codes of column g and of column g + 8 at k0 =
+// 32c + 8t of each chunk c, and row g + 8j's 8 elements there for each fragment j.
+template <unsigned kBits, class In, class Out>
+TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
+  using T = typename Operand<In>::T;
+  const QGemmArgs& a = args.q;
+  float (*part)[16][kQGemmTcRows + 1] = slice_partials();
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned splits = args.splits, tiles = kQGemmTcWarps / splits;
+  const unsigned rows = real_rows(a.n, a.kind);
+  const unsigned row0 = blockIdx.x * kQGemmTcRows;
+  if (row0 >= rows) return;  // the whole block: before any barrier
+  const unsigned here = min_u(kQGemmTcRows, rows - row0);  // rows of this block
+  const unsigned frags = (here + 7) / 8;
+  const unsigned col0 = (blockIdx.y * tiles + warp / splits) * 16, slice = warp % splits;
+  const unsigned chunks = a.k / 32, per_group = a.group / 32, groups = a.k / a.group;
+  const unsigned c_begin = min_u(chunks, slice * args.slice_chunks);
+  const unsigned c_end = min_u(chunks, c_begin + args.slice_chunks);
+  float acc[4][4] = {};
+  if (col0 < a.cols && c_begin < c_end) {  // warp-uniform: the mma needs every lane
+    // INVARIANT: lowering checked k % 32 == 0, group % 32 == 0 and group | k, on 64-byte aligned buffers, so
+    // every code, scale and row access below is aligned and inside its row; columns past cols read the last
+    // column (their outputs are never stored) and rows past the real count are never read.
+    const unsigned col_a = min_u(col0 + g, a.cols - 1), col_b = min_u(col0 + g + 8, a.cols - 1);
+    const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * kBits / 8;
+    const unsigned char* codes_a = static_cast<const unsigned char*>(a.codes) + col_a * row_bytes;
+    const unsigned char* codes_b = static_cast<const unsigned char*>(a.codes) + col_b * row_bytes;
+    const unsigned short* scales_a = a.scales + static_cast<unsigned long long>(col_a) * groups;
+    const unsigned short* scales_b = a.scales + static_cast<unsigned long long>(col_b) * groups;
+    const In* x = static_cast<const In*>(a.x) + static_cast<unsigned long long>(row0) * a.k;
+    float sum[4][4] = {};  // the current group's
+    unsigned group = c_begin / per_group;
+    unsigned flush = min_u(c_end, (group + 1) * per_group);  // the chunk that ends it
+    float sa = qgemm_scale(a, scales_a[group]), sb = qgemm_scale(a, scales_b[group]);
+    constexpr unsigned kUnroll = 32 / kBits;  // chunks in flight: 64 code bytes per lane
+    for (unsigned c = c_begin; c < c_end; c += kUnroll) {
+      Codes<kBits> wa[kUnroll] = {}, wb[kUnroll] = {};
+#pragma unroll
+      for (unsigned u = 0; u < kUnroll; ++u) {
+        if (c + u < c_end) {
+          const unsigned at = ((c + u) * 32 + 8 * t) * kBits / 8;
+          wa[u] = load_codes<kBits>(codes_a + at);
+          wb[u] = load_codes<kBits>(codes_b + at);
+        }
+      }
+#pragma unroll
+      for (unsigned u = 0; u < kUnroll; ++u) {
+        if (c + u >= c_end) break;  // warp-uniform
+        const unsigned kk = (c + u) * 32 + 8 * t;
+        Row<In> row[4];  // every fragment's loads in flight while the codes decode
+#pragma unroll
+        for (unsigned j = 0; j < 4; ++j) {
+          const unsigned r = 8 * j + g;
+          row[j] = load_row<kBits>(x + static_cast<unsigned long long>(r) * a.k + kk, j < frags && r < here);
+        }
+        unsigned pa[4], pb[4];
+        decode(wa[u], pa, T{});
+        decode(wb[u], pb, T{});
+        const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+        for (unsigned j = 0; j < 4; ++j) {
+          if (j >= frags) break;  // warp-uniform
+#pragma unroll
+          for (unsigned l = Row<In>::kLevels; l-- > 0;) {  // the smallest level first
+            const unsigned b1[2] = {row[j].b[l][0], row[j].b[l][1]}, b2[2] = {row[j].b[l][2], row[j].b[l][3]};
+            mma_16816_t(sum[j], a1, b1, T{});
+            mma_16816_t(sum[j], a2, b2, T{});
+          }
+        }
+        if (c + u + 1 == flush) {  // warp-uniform: the group (or its part in this slice) is done
+#pragma unroll
+          for (unsigned j = 0; j < 4; ++j) {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) {
+              acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
+              sum[j][e] = 0.0f;
+            }
+          }
+          if (flush < c_end) {
+            ++group;
+            flush = min_u(c_end, flush + per_group);
+            sa = qgemm_scale(a, scales_a[group]);
+            sb = qgemm_scale(a, scales_b[group]);
+          }
+        }
+      }
+    }
+  }
+  sum_slices<kQGemmTcRows>(part, acc, frags, splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
+    const float y = qgemm_epilogue(a, v, col);
+    // INVARIANT: row0 + r < the real rows <= the bucket rows of out; col < cols.
+    Out* p = static_cast<Out*>(a.out) + static_cast<unsigned long long>(row0 + r) * a.cols + col;
+    store(p, a.accumulate != 0u ? to_f32(*p) + y : y);
+  });
+}
+
+template <class In, class Out>
+TK_DEV void qgemm_tc_entry(const QGemmTcArgs& a) {
+  if (a.q.bits == 8) {
+    qgemm_tc<8, In, Out>(a);
+  } else {
+    qgemm_tc<4, In, Out>(a);
+  }
+}
+
+}  // namespace
+
+#define TK_QGEMM_TC(name, In, Out)                                                               \
+  extern "C" __global__ void __launch_bounds__(kQGemmTcWarps * 32) name(QGemmTcArgs a) { \
+    qgemm_tc_entry<In, Out>(a);                                                                  \
+  }
+TK_QGEMM_TC(qgemm_tc_f32_f32, float, float)
+TK_QGEMM_TC(qgemm_tc_f16_f16, half_t, half_t)
+TK_QGEMM_TC(qgemm_tc_f16_f32, half_t, float)
+TK_QGEMM_TC(qgemm_tc_f32_f16, float, half_t)
+TK_QGEMM_TC(qgemm_tc_bf16_bf16, bf16_t, bf16_t)
+TK_QGEMM_TC(qgemm_tc_bf16_f32, bf16_t, float)
+TK_QGEMM_TC(qgemm_tc_f32_bf16, float, bf16_t)
+#undef TK_QGEMM_TC
