@@ -298,14 +298,14 @@ def main():
         if budget.elapsed() - last_eval >= args.eval_every or budget.spent() or step >= max_steps:
             last_eval = budget.elapsed()
             with common.autocast(dev):
-                acc = accuracy(calib_eval, predict(model, calib_eval, dev))
+                calib_logits = predict(model, calib_eval, dev)
+            acc = accuracy(calib_eval, calib_logits)
             mean = sum(acc.values()) / 3
             log.info("calib accuracy (held-out frames) %s at step %d%s", {k: round(v, 4) for k, v in acc.items()},
                      step, "  best" if mean > best else "")
             with common.autocast(dev):
-                keys_calib = by_key(calib_eval, predict(model, calib_eval, dev))
                 keys_train = by_key(train_probe, predict(model, train_probe, dev))
-            log.info("  by question, calib %s; train %s", keys_calib, keys_train)
+            log.info("  by question, calib %s; train %s", by_key(calib_eval, calib_logits), keys_train)
             if mean > best:
                 best, best_acc = mean, acc
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
