@@ -64,10 +64,17 @@ class CudaBackend final : public ir::Backend {
         choices.path().empty() ? "" : fmt::format("; {} GEMM choices from {}", choices.loaded(), choices.path().string());
     b->algos_ = std::make_unique<GemmAlgos>(*b->device_, options.gemm_probe, options.gemm_timed ? kTimedMaxRows : 0,
                                             std::move(choices));
+    // Nsight Compute and Nsight Systems load their injection library through this variable (a tool that
+    // does not, compute-sanitizer perhaps, needs TANDEM_CUDA_GEMM_TIMED=0 or a warm choice cache).
+    const bool profiled = std::getenv("CUDA_INJECTION64_PATH") != nullptr;
+    b->algos_->set_profiled(profiled);
     log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}, "
               "decode GEMM {}): {}{}",
               b->device_->info().describe(), ir::to_string(options.precision), options.graphs ? "on" : "off",
-              options.gemm_probe ? "on" : "off", options.gemm_probe && options.gemm_timed ? " (timed)" : "",
+              options.gemm_probe ? "on" : "off",
+              !options.gemm_probe || !options.gemm_timed ? ""
+              : profiled                                 ? " (a profiler is attached: remembered timings only)"
+                                                         : " (timed)",
               to_string(options.attention),
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
               options.decode_gemm ? "on" : "off", b->modules_->summary(), remembered);

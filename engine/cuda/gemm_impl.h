@@ -84,6 +84,12 @@ class GemmAlgos {
                          bool bias);
   bool probe() const { return probe_; }
   bool timed(uint32_t m) const { return m <= timed_max_rows_; }
+  // Under a profiler (Nsight Compute, Nsight Systems: CUDA_INJECTION64_PATH) a candidate's time is the tool's,
+  // not the run's: on the H200, choices timed under ncu put a 91 us kernel where a 10 us one runs, and the
+  // file kept them for later runs. Then fastest() uses only remembered choices, takes the first
+  // bit-identical candidate otherwise (the untimed rule), and remembers nothing.
+  void set_profiled(bool profiled) { profiled_ = profiled; }
+  bool profiled() const { return profiled_; }
   // Records that a shape's epilogue runs in a kernel instead; true the first time (to log it once).
   bool note_unfused(const GemmShape& shape) { return unfused_.insert(shape).second; }
   // Writes the choices made since the last save to their file (if they have one).
@@ -95,6 +101,7 @@ class GemmAlgos {
   const Device& device_;
   bool probe_;
   uint32_t timed_max_rows_;
+  bool profiled_ = false;
   std::map<std::tuple<GemmShape, uint32_t, int>, std::vector<cublasLtMatmulAlgo_t>> ranked_;
   GemmChoices choices_;  // same bits: shape and the two algorithms' bytes; fastest: shape and m
   size_t measurements_ = 0;

@@ -225,5 +225,53 @@ TEST_F(GemmTest, ChoicesFromAnEarlierStartSkipTheProbesAndTiming) {
   std::filesystem::remove_all(dir, ec);
 }
 
+// Under a profiler (GemmAlgos::set_profiled, which the backend sets when CUDA_INJECTION64_PATH is set)
+// nothing is timed: a remembered choice still runs, and a bucket without one runs what an untimed backend
+// runs (cuBLASLt's first bit-identical candidate), and no timing lands in the file.
+TEST_F(GemmTest, UnderAProfilerNothingIsTimedOrRemembered) {
+  std::mt19937 rng(19);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tandem_gemm_profiled_" + std::to_string(std::random_device{}()));
+  const uint32_t k = emulated() ? 96 : 1024, n = emulated() ? 80 : 3072;
+  std::vector<Case> cases;
+  for (uint32_t m : {50u, 160u}) cases.push_back({m, k, n, Dt::kF16, Dt::kF32, true, LtEpilogue::kNone});
+  auto choose = [&](GemmAlgos& algos) {
+    std::vector<cublasLtMatmulAlgo_t> picked;
+    for (const Case& c : cases) {
+      Operands o = make_operands(c, rng);
+      auto g = Gemm::make(*gpu().device, algos, shape_of(c), c.m, GemmOperands{o.wd.data(), o.ad.data(), o.od.data(), nullptr});
+      EXPECT_TRUE(g.ok()) << g.error().message();
+      if (g.ok()) picked.push_back(g->algo());
+    }
+    return picked;
+  };
+  auto same = [](const std::vector<cublasLtMatmulAlgo_t>& a, const std::vector<cublasLtMatmulAlgo_t>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(cublasLtMatmulAlgo_t)) == 0;
+  };
+  const DeviceInfo& info = gpu().device->info();
+  GemmAlgos untimed(*gpu().device, true, 0);
+  const auto untimed_picks = choose(untimed);
+  {
+    GemmAlgos profiled(*gpu().device, true, kTimedMaxRows, GemmChoices::open(dir.string(), info, cublasLtGetVersion()));
+    profiled.set_profiled(true);
+    EXPECT_TRUE(same(choose(profiled), untimed_picks)) << "without a remembered timing: the untimed choice";
+    profiled.save_choices();
+  }
+  {
+    GemmAlgos timed(*gpu().device, true, kTimedMaxRows, GemmChoices::open(dir.string(), info, cublasLtGetVersion()));
+    const size_t probes_read = timed.choices().loaded();
+    const auto timed_picks = choose(timed);
+    EXPECT_GT(timed.measurements(), 0u) << "the profiled run left no timing in the file ("
+                                         << probes_read << " probe outcomes read), so this start times";
+    timed.save_choices();
+    GemmAlgos profiled(*gpu().device, true, kTimedMaxRows, GemmChoices::open(dir.string(), info, cublasLtGetVersion()));
+    profiled.set_profiled(true);
+    EXPECT_TRUE(same(choose(profiled), timed_picks)) << "a remembered timing still decides under a profiler";
+    EXPECT_EQ(profiled.measurements(), 0u);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace tandem::cuda::test
