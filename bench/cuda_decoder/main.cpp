@@ -5,7 +5,9 @@
 //   cuda_decoder_bench [--tiny] [--json FILE] [--precision bf16|f16|f32] [--steps N]
 //   cuda_decoder_bench --profile-step SLOTS,ROWS: warms one forward of ROWS new rows for each of SLOTS
 //   sequences at 512 tokens of context, then runs one more between cudaProfilerStart/Stop and exits, for
-//   `ncu --profile-from-start off` (per-kernel device times of exactly one step)
+//   `ncu --profile-from-start off` (per-kernel device times of exactly one step). Run the benchmark once
+//   without the profiler first: the GEMM choices a profiled run uses are then the timed, cached ones
+//   (under a profiler nothing is timed; PERF_NOTES.md "A trap found on the way").
 //   (TANDEM_CUDA_DECODE_GEMM=1: the decoder's GEMMs on the decode GEMM instead of cuBLASLt, to compare)
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
@@ -76,9 +78,10 @@ class Bench {
     }
   }
 
-  // Milliseconds of one forward of `rows` new rows for each of `slots` sequences (median of `reps`), each
-  // repetition cropped back so every one sees the same context.
-  double step_ms(uint32_t slots, uint32_t rows, uint32_t reps) {
+  // Host milliseconds of `runs` forwards of `rows` new rows for each of `slots` sequences, each cropped back
+  // so every one sees the same context; with `profile_last`, the last one runs between cudaProfilerStart and
+  // cudaProfilerStop (for `ncu --profile-from-start off`).
+  std::vector<double> step_times(uint32_t slots, uint32_t rows, uint32_t runs, bool profile_last) {
     std::vector<std::vector<uint32_t>> ids(slots);
     std::vector<TargetRows> batch;
     std::vector<uint32_t> lengths;
@@ -88,14 +91,22 @@ class Bench {
       lengths.push_back(t_.cache().length(s));
     }
     std::vector<double> ms;
-    for (uint32_t i = 0; i < reps + 3; ++i) {
+    for (uint32_t i = 0; i < runs; ++i) {
+      const bool profiled = profile_last && i + 1 == runs;
+      if (profiled && cudaProfilerStart() != cudaSuccess) die("cudaProfilerStart failed");
       const auto t0 = Clock::now();
       check(t_.forward(batch, out_), "step");
-      const double e = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (i >= 3) ms.push_back(e);  // warm-up: first use of a bucket lowers its plan
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (profiled && cudaProfilerStop() != cudaSuccess) die("cudaProfilerStop failed");
       for (uint32_t s = 0; s < slots; ++s) check(t_.cache().crop(s, lengths[s]), "crop");
     }
-    return median(ms);
+    return ms;
+  }
+
+  // Median milliseconds of `reps` such forwards after 3 warm-ups (a bucket's first use lowers its plan).
+  double step_ms(uint32_t slots, uint32_t rows, uint32_t reps) {
+    const std::vector<double> t = step_times(slots, rows, reps + 3, false);
+    return median({t.begin() + 3, t.end()});
   }
 
   // Greedy decoding at batch `slots`: each step feeds back the picked token (the real loop).
@@ -114,24 +125,12 @@ class Bench {
     return 1e3 * slots / median(ms);
   }
 
-  // One step of `rows` rows for each of `slots` sequences between cudaProfilerStart and Stop, after warm-ups.
+  // One step of `rows` rows for each of `slots` sequences under the profiler, after three warm-ups.
   void profile_step(uint32_t slots, uint32_t rows) {
-    std::vector<std::vector<uint32_t>> ids(slots);
-    std::vector<TargetRows> batch;
-    std::vector<uint32_t> lengths;
-    for (uint32_t s = 0; s < slots; ++s) {
-      ids[s] = tokens(rows);
-      batch.push_back({s, ids[s], rows == 1 ? LogitRows::kLast : LogitRows::kAll, {}});
-      lengths.push_back(t_.cache().length(s));
-    }
-    for (uint32_t i = 0; i < 4; ++i) {
-      if (i == 3 && cudaProfilerStart() != cudaSuccess) die("cudaProfilerStart failed");
-      const auto t0 = Clock::now();
-      check(t_.forward(batch, out_), "profiled step");
-      const double e = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (i == 3 && cudaProfilerStop() != cudaSuccess) die("cudaProfilerStop failed");
-      std::fprintf(stderr, "profile step %u: %u x %u rows, %.3f ms host time\n", i, slots, rows, e);
-      for (uint32_t s = 0; s < slots; ++s) check(t_.cache().crop(s, lengths[s]), "crop");
+    const std::vector<double> t = step_times(slots, rows, 4, true);
+    for (size_t i = 0; i < t.size(); ++i) {
+      std::fprintf(stderr, "profile step %zu%s: %u x %u rows, %.3f ms host time\n", i,
+                   i + 1 == t.size() ? " (profiled)" : "", slots, rows, t[i]);
     }
   }
 
