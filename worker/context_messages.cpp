@@ -13,10 +13,6 @@ namespace {
 
 constexpr size_t kEntryBytes = 8;
 
-Error malformed(int peer, size_t bytes, const std::string& why) {
-  return Error::make(ErrorKind::kFormat, "malformed context message from rank {} ({} bytes): {}", peer, bytes, why);
-}
-
 }  // namespace
 
 const char* to_string(ContextKind kind) {
@@ -48,18 +44,18 @@ std::vector<uint8_t> encode_context(const ContextMessage& m) {
 
 Result<ContextMessage> decode_context(std::span<const uint8_t> bytes, uint32_t rows, int peer) {
   WireReader r(bytes);
+  auto bad = [&](const std::string& why) { return malformed_frame("context message", peer, bytes.size(), why); };
   ContextMessage m;
   const uint8_t kind = r.u8("kind");
   m.round = r.u64("round");
   const uint32_t n = r.u32("entries");
-  if (r.failed()) return malformed(peer, bytes.size(), r.error());
+  if (r.failed()) return bad(r.error());
   if (!is_context_message(bytes)) {
-    return malformed(peer, bytes.size(), fmt::format("kind: {} is not 4 (ask), 5 (rows) or 6 (taken)", kind));
+    return bad(fmt::format("kind: {} is not 4 (ask), 5 (rows) or 6 (taken)", kind));
   }
   m.kind = static_cast<ContextKind>(kind);
   if (size_t{n} * kEntryBytes > r.left()) {
-    return malformed(peer, bytes.size(),
-                     fmt::format("entries: {} entries need {} bytes, {} are left", n, size_t{n} * kEntryBytes, r.left()));
+    return bad(fmt::format("entries: {} entries need {} bytes, {} are left", n, size_t{n} * kEntryBytes, r.left()));
   }
   m.entries.resize(n);
   std::set<uint32_t> slots;
@@ -70,18 +66,17 @@ Result<ContextMessage> decode_context(std::span<const uint8_t> bytes, uint32_t r
     e.length = r.u32("entries.length");
     if (r.failed()) break;
     if (!slots.insert(e.slot).second) {
-      return malformed(peer, bytes.size(), fmt::format("entries[{}].slot: slot {} appears twice", i, e.slot));
+      return bad(fmt::format("entries[{}].slot: slot {} appears twice", i, e.slot));
     }
     total += e.length;
   }
   m.slots_used = r.u32("slots_used");
-  if (r.failed()) return malformed(peer, bytes.size(), r.error());
-  if (r.left() != 0) return malformed(peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));
+  if (r.failed()) return bad(r.error());
+  if (r.left() != 0) return bad(fmt::format("{} bytes past the end", r.left()));
   const uint64_t want = m.kind == ContextKind::kRows ? total : 0;
   if (rows != want) {
-    return malformed(peer, bytes.size(),
-                     fmt::format("entries.length: a context '{}' message carries {} rows, its entries say {}",
-                                 to_string(m.kind), rows, want));
+    return bad(fmt::format("entries.length: a context '{}' message carries {} rows, its entries say {}",
+                           to_string(m.kind), rows, want));
   }
   return m;
 }

@@ -18,10 +18,6 @@ constexpr size_t kEntryBytes = 4 * 5 + 4 + 8 + 4 + 4;  // with no verified draft
 constexpr uint32_t kWantsDraft = 1;
 constexpr uint32_t kWantsGuess = 2;
 
-Error malformed(const char* what, int peer, size_t bytes, const std::string& why) {
-  return Error::make(ErrorKind::kFormat, "malformed {} from rank {} ({} bytes): {}", what, peer, bytes, why);
-}
-
 // A proposal q in the smallest of three exact forms (gen_messages.h): kList, its ids and probabilities
 // as they are; kDense, ids 0..n-1 implied, the probabilities only; kRange, ids 0..n-1 implied and every
 // probability +0.0 but the (id, q) pairs sent. The target rebuilds the same ids and bits.
@@ -164,12 +160,12 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
   ask.block = r.u32("block");
   ask.releases = r.u32s("releases");
   const uint32_t n = r.u32("entries");
-  if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
-  if (kind != kAsk) return malformed("draft ask", peer, bytes.size(), fmt::format("kind {} is not an ask", kind));
+  if (r.failed()) return malformed_frame("draft ask", peer, bytes.size(), r.error());
+  if (kind != kAsk) return malformed_frame("draft ask", peer, bytes.size(), fmt::format("kind {} is not an ask", kind));
   if (size_t{n} * kEntryBytes > r.left()) {
-    return malformed("draft ask", peer, bytes.size(),
-                     fmt::format("entries: {} entries need at least {} bytes, {} are left", n, size_t{n} * kEntryBytes,
-                                 r.left()));
+    return malformed_frame("draft ask", peer, bytes.size(),
+                           fmt::format("entries: {} entries need at least {} bytes, {} are left", n,
+                                       size_t{n} * kEntryBytes, r.left()));
   }
   uint64_t total = 0;
   ask.entries.resize(n);
@@ -187,20 +183,22 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
     e.verified = r.u32s("entries.verified");
     total += e.rows;
     if (!r.failed() && (flags & ~(kWantsDraft | kWantsGuess)) != 0) {
-      return malformed("draft ask", peer, bytes.size(),
-                       fmt::format("entries.flags: slot {}: unknown flags {:#x}", e.slot, flags));
+      return malformed_frame("draft ask", peer, bytes.size(),
+                             fmt::format("entries.flags: slot {}: unknown flags {:#x}", e.slot, flags));
     }
     if (uint64_t{e.settled} + e.rows != e.start) {
-      return malformed("draft ask", peer, bytes.size(),
-                       fmt::format("entries.rows: slot {}: context {} + {} rows does not reach the block at {}", e.slot,
-                                   e.settled, e.rows, e.start));
+      return malformed_frame("draft ask", peer, bytes.size(),
+                             fmt::format("entries.rows: slot {}: context {} + {} rows does not reach the block at {}",
+                                         e.slot, e.settled, e.rows, e.start));
     }
   }
-  if (r.failed()) return malformed("draft ask", peer, bytes.size(), r.error());
-  if (r.left() != 0) return malformed("draft ask", peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));
+  if (r.failed()) return malformed_frame("draft ask", peer, bytes.size(), r.error());
+  if (r.left() != 0) {
+    return malformed_frame("draft ask", peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));
+  }
   if (total != rows) {
-    return malformed("draft ask", peer, bytes.size(),
-                     fmt::format("entries.rows: they add up to {} rows, the message carries {}", total, rows));
+    return malformed_frame("draft ask", peer, bytes.size(),
+                           fmt::format("entries.rows: they add up to {} rows, the message carries {}", total, rows));
   }
   return ask;
 }
@@ -212,16 +210,16 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32
   reply.round = r.u64("round");
   reply.guess = kind == kGuess;
   const uint32_t n = r.u32(reply.guess ? "guesses" : "drafts");
-  if (r.failed()) return malformed("draft reply", peer, bytes.size(), r.error());
+  if (r.failed()) return malformed_frame("draft reply", peer, bytes.size(), r.error());
   if (kind != kReply && kind != kGuess) {
-    return malformed("draft reply", peer, bytes.size(), fmt::format("kind {} is not a reply", kind));
+    return malformed_frame("draft reply", peer, bytes.size(), fmt::format("kind {} is not a reply", kind));
   }
   // Each guess list: its count; each draft: its token count and its proposal count.
   const size_t each = reply.guess ? 4 : 8;
   if (size_t{n} * each > r.left()) {
-    return malformed("draft reply", peer, bytes.size(),
-                     fmt::format("{}: {} entries exceed the {} bytes left", reply.guess ? "guesses" : "drafts", n,
-                                 r.left()));
+    return malformed_frame("draft reply", peer, bytes.size(),
+                           fmt::format("{}: {} entries exceed the {} bytes left", reply.guess ? "guesses" : "drafts", n,
+                                       r.left()));
   }
   if (reply.guess) {
     reply.guesses.resize(n);
@@ -229,8 +227,8 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32
       const uint32_t m = r.u32("guesses");
       if (r.failed()) break;
       if (size_t{m} * 8 > r.left()) {
-        return malformed("draft reply", peer, bytes.size(),
-                         fmt::format("guesses: {} guesses exceed the {} bytes left", m, r.left()));
+        return malformed_frame("draft reply", peer, bytes.size(),
+                               fmt::format("guesses: {} guesses exceed the {} bytes left", m, r.left()));
       }
       gs.resize(m);
       for (Guess& g : gs) {
@@ -246,15 +244,16 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32
       const uint32_t q = r.u32("drafts.proposals");
       if (r.failed()) break;
       if (q != 0 && q != reply.drafts[i].size()) {
-        return malformed("draft reply", peer, bytes.size(),
-                         fmt::format("drafts[{}].proposals: {} proposals for {} draft tokens", i, q,
-                                     reply.drafts[i].size()));
+        return malformed_frame("draft reply", peer, bytes.size(),
+                               fmt::format("drafts[{}].proposals: {} proposals for {} draft tokens", i, q,
+                                           reply.drafts[i].size()));
       }
       reply.proposals[i].resize(q);
       for (uint32_t k = 0; k < q && !r.failed(); ++k) {
         const std::string why = read_proposal(r, vocab, reply.proposals[i][k]);
         if (!why.empty()) {
-          return malformed("draft reply", peer, bytes.size(), fmt::format("drafts[{}].proposals[{}]{}", i, k, why));
+          return malformed_frame("draft reply", peer, bytes.size(),
+                                 fmt::format("drafts[{}].proposals[{}]{}", i, k, why));
         }
       }
     }
@@ -262,8 +261,10 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32
   reply.slots_used = r.u32("slots_used");
   reply.settle_us = r.u64("settle_us");
   reply.draft_us = r.u64("draft_us");
-  if (r.failed()) return malformed("draft reply", peer, bytes.size(), r.error());
-  if (r.left() != 0) return malformed("draft reply", peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));
+  if (r.failed()) return malformed_frame("draft reply", peer, bytes.size(), r.error());
+  if (r.left() != 0) {
+    return malformed_frame("draft reply", peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));
+  }
   return reply;
 }
 

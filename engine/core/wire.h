@@ -147,4 +147,10 @@ class WireReader {
   std::string error_;
 };
 
+// The error of a frame from a peer rank that does not decode: what it was meant to be, who sent it, its
+// size and the first thing wrong with it (every decoder of the rank protocols words it so).
+inline Error malformed_frame(std::string_view what, int peer, size_t bytes, const std::string& why) {
+  return Error::make(ErrorKind::kFormat, "malformed {} from rank {} ({} bytes): {}", what, peer, bytes, why);
+}
+
 }  // namespace tandem
