@@ -14,25 +14,15 @@ import itertools
 import json
 import os
 import shutil
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from tools.train.files import dir_bytes, read_json, write_json  # noqa: E402 (no torch needed)
 
 DRAFTERS = ("pylm-dflash", "pylm-dflash2")
 DECISION = "decision-tickets"
 HEADROOM = 300_000  # eval.json files the verification rewrites, and rounding
-
-
-def read_json(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def write_json(path, obj):  # as tools/train/common.py writes JSON (this script runs without torch)
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-
-
-def dir_bytes(path):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
 def candidate(name, d, model):

@@ -17,6 +17,8 @@ import time
 
 import torch
 
+from tools.train.files import dir_bytes, read_json, write_json  # noqa: F401 (re-exported)
+
 log = logging.getLogger("train")
 
 
@@ -79,18 +81,6 @@ def autocast(dev):
     if dev.type == "cuda":
         return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
-
-
-def write_json(path, obj):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-
-
-def read_json(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 # ---- the corpus: the Python standard library's source ----
@@ -189,6 +179,3 @@ def load_safetensors(path):
         out[name] = torch.from_numpy(arr).view(dtype).reshape(h["shape"])
     return out
 
-
-def dir_bytes(path):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
