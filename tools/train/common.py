@@ -178,4 +178,3 @@ def load_safetensors(path):
         arr = np.frombuffer(data[8 + n + lo:8 + n + hi], dtype=np_raw).copy()
         out[name] = torch.from_numpy(arr).view(dtype).reshape(h["shape"])
     return out
-
