@@ -51,9 +51,11 @@ Status set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes
   return {};
 }
 
+}  // namespace
+
 // Row-major out[m, n] = a[m, k] · w[n, k]ᵀ is column-major outᵀ[n, m] = op(W)[n, k] · aᵀ[k, m], with W
 // the weight read as a column-major k×n matrix (ld k) and transposed.
-Status make_descs(const GemmShape& s, uint32_t m, const float* bias, GemmDescs& d) {
+Status make_gemm_descs(const GemmShape& s, uint32_t m, const float* bias, GemmDescs& d) {
   TANDEM_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&d.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(CUBLAS_OP_T)));
   TANDEM_TRY(set_desc(d.desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(CUBLAS_OP_N)));
@@ -67,6 +69,8 @@ Status make_descs(const GemmShape& s, uint32_t m, const float* bias, GemmDescs& 
   TANDEM_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d.c, lt_type(s.out), s.n, m, s.n));
   return {};
 }
+
+namespace {
 
 // No split-K and no reduction: a K split would sum in an order that depends on the tile count. An
 // algorithm whose configuration cannot be read is not trusted either.
@@ -111,7 +115,7 @@ Result<const std::vector<cublasLtMatmulAlgo_t>*> GemmAlgos::ranked(const GemmSha
   const auto key = std::make_tuple(shape, rows, count);
   if (auto it = ranked_.find(key); it != ranked_.end()) return &it->second;
   GemmDescs d;
-  TANDEM_TRY(make_descs(shape, rows, bias, d));
+  TANDEM_TRY(make_gemm_descs(shape, rows, bias, d));
   std::vector<cublasLtMatmulAlgo_t> out;
   // First ask for single-pass reductions only; if that filter leaves nothing, ask for everything and
   // keep the single-pass ones (the filter's reading of a zero mask is not documented).
@@ -157,7 +161,7 @@ Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAl
   if (const std::optional<bool> known = choices_.same_bits(key)) return *known;
   const uint32_t rows = kRankedRows;
   GemmDescs d;
-  TANDEM_TRY(make_descs(shape, rows, bias, d));
+  TANDEM_TRY(make_gemm_descs(shape, rows, bias, d));
   cublasLtMatmulHeuristicResult_t check{};
   for (const cublasLtMatmulAlgo_t* algo : {&reference, &candidate}) {
     if (cublasLtMatmulAlgoCheck(device_.lt(), d.desc, d.a, d.b, d.c, d.c, algo, &check) != CUBLAS_STATUS_SUCCESS) {
@@ -233,7 +237,7 @@ Result<Gemm> Gemm::make(const Device& device, GemmAlgos& algos, const GemmShape&
                         const GemmOperands& ops) {
   TANDEM_ASSIGN(const std::vector<cublasLtMatmulAlgo_t>* ranking, algos.ranked(shape, kRankedRows, ops.bias));
   GemmDescs descs;
-  TANDEM_TRY(make_descs(shape, m, ops.bias, descs));
+  TANDEM_TRY(make_gemm_descs(shape, m, ops.bias, descs));
   Gemm g(shape, m, ops, std::move(descs));
   const GemmDescs& d = g.descs_;
   auto takes = [&](const cublasLtMatmulAlgo_t& algo) {
@@ -287,12 +291,12 @@ Result<Gemm> Gemm::make(const Device& device, GemmAlgos& algos, const GemmShape&
 }
 
 Result<Gemm> Gemm::with_algo(const Device& device, const GemmShape& shape, uint32_t m, const GemmOperands& ops,
-                             const cublasLtMatmulAlgo_t& algo) {
+                             const cublasLtMatmulAlgo_t& algo, size_t workspace_bytes) {
   GemmDescs d;
-  TANDEM_TRY(make_descs(shape, m, ops.bias, d));
+  TANDEM_TRY(make_gemm_descs(shape, m, ops.bias, d));
   cublasLtMatmulHeuristicResult_t check{};
   TANDEM_CUBLASLT_CHECK(cublasLtMatmulAlgoCheck(device.lt(), d.desc, d.a, d.b, d.c, d.c, &algo, &check));
-  if (check.workspaceSize > device.workspace_bytes()) {
+  if (check.workspaceSize > (workspace_bytes != 0 ? workspace_bytes : device.workspace_bytes())) {
     return Error::make(ErrorKind::kUnsupported, "{}: the algorithm needs {} B of workspace", shape.describe(),
                        check.workspaceSize);
   }
@@ -350,14 +354,15 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
                      get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4), get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2));
 }
 
-Status Gemm::run(const Device& device) const {
+Status Gemm::run(const Device& device) const { return run(device, device.workspace(), device.workspace_bytes()); }
+
+Status Gemm::run(const Device& device, void* workspace, size_t workspace_bytes) const {
   const float alpha = 1.0f, beta = shape_.accumulate ? 1.0f : 0.0f;
   // INVARIANT: lowering sized every operand for m_ rows of this shape (w [n,k], a [m,k], out [m,n]) and
   // the workspace is used by nothing else: every GEMM of the backend runs in order on its one stream.
   const GemmDescs& d = descs_;
   TANDEM_CUBLASLT_CHECK(cublasLtMatmul(device.lt(), d.desc, &alpha, ops_.w, d.a, ops_.a, d.b, &beta, ops_.out, d.c,
-                                       ops_.out, d.c, &algo_, device.workspace(), device.workspace_bytes(),
-                                       device.stream()));
+                                       ops_.out, d.c, &algo_, workspace, workspace_bytes, device.stream()));
   return {};
 }
 

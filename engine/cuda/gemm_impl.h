@@ -136,13 +136,16 @@ class Gemm {
   static Result<Gemm> make(const Device& device, GemmAlgos& algos, const GemmShape& shape, uint32_t m,
                            const GemmOperands& ops);
   // A GEMM on a given algorithm (the benchmark's study of candidates); fails when it cannot take m rows.
+  // workspace_bytes 0: the device's workspace (a study may pass a larger one of its own to run()).
   static Result<Gemm> with_algo(const Device& device, const GemmShape& shape, uint32_t m, const GemmOperands& ops,
-                                const cublasLtMatmulAlgo_t& algo);
+                                const cublasLtMatmulAlgo_t& algo, size_t workspace_bytes = 0);
   Gemm(Gemm&& other) noexcept = default;
   Gemm& operator=(Gemm&& other) noexcept = default;
 
   // Enqueues the GEMM on the device stream (also while a graph is being captured).
   Status run(const Device& device) const;
+  // The same on another workspace (the GEMM study's split-K candidates, which need more than the device's).
+  Status run(const Device& device, void* workspace, size_t workspace_bytes) const;
   const GemmShape& shape() const { return shape_; }
   uint32_t m() const { return m_; }
   int rank() const { return rank_; }      // the reference's place in the kRankedRows ranking
@@ -161,6 +164,9 @@ class Gemm {
   int rank_ = -1;
   int faster_ = -1;
 };
+
+// The descriptors of a shape at m rows (row-major out = a·wᵀ as cuBLASLt's column-major outᵀ = W·aᵀ).
+Status make_gemm_descs(const GemmShape& shape, uint32_t m, const float* bias, GemmDescs& d);
 
 // "id 21 tile 128x128 stages 128x4 swizzle 0 option 0 cluster 2x1x1": the algorithm's configuration.
 std::string describe_algo(const cublasLtMatmulAlgo_t& algo);

@@ -67,4 +67,21 @@ struct QGemmStudy {
 Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelModules& modules, uint32_t k,
                                             uint32_t cols, uint32_t rows, int reps);
 
+// One way of running a decoder GEMM shape at m rows (study_split.cpp): tandem's production choice, the decode
+// GEMM, or a split-K cuBLASLt configuration; whether its rows have the same bits as the same configuration's
+// run at the study's largest m (the determinism rule every decoder GEMM must keep).
+struct SplitStudy {
+  std::string config;           // "production", "decode GEMM", "reference split 4 compute", "heuristic ..."
+  std::string algo;             // describe_algo, or the kernel
+  uint32_t m = 0;
+  int splits = 1;
+  double median_us = 0.0;       // weights rotated through more than the L2 holds: each launch reads from HBM
+  double weight_tb_per_s = 0.0;
+  bool rows_invariant = false;  // the first m rows' bits equal the largest-m run's
+};
+
+// The decoder's GEMM shape at each m of `ms` (ascending), every configuration above, `reps` launches each.
+Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const KernelModules& modules, GemmAlgos& algos,
+                                                  const GemmShape& shape, const std::vector<uint32_t>& ms, int reps);
+
 }  // namespace tandem::cuda

@@ -239,6 +239,13 @@ cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t*,
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// The emulator has no K split: setting one is refused, so callers take their no-split path.
+cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t*, cublasLtMatmulAlgoConfigAttributes_t,
+                                                    const void*, size_t) {
+  tandem::emu::DeviceScope scope;
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
                               cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
                               const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t dd,
