@@ -262,7 +262,8 @@ struct CacheAppendArgs {
   const unsigned* slot;      // [seqs]
   const unsigned* n;         // header: tokens and the cache capacity
   unsigned cache;
-  unsigned width;
+  unsigned width;            // the cache's row: elements of k and of v per token
+  unsigned ld_k, ld_v;       // row strides of k and v (a fused [q | k | v] row is wider than the cache's)
 };
 
 // KV-cache attention (graph.h CacheAttention; engine/cuda/steps_cache.cpp): each token row's q heads over
@@ -281,7 +282,7 @@ enum : unsigned {
 };
 struct CacheAttentionArgs {
   void* out;                 // [tokens, q_heads·head_dim] of the cache's element type
-  const void* q;             // [tokens, q_heads·head_dim] of the cache's element type
+  const void* q;             // [tokens, q_ld]: q_heads·head_dim from its first column, of the cache's type
   float* part_o;             // [seqs·kCacheSplitRows][q_heads][head_dim]: unnormalized split outputs
   float* part_ml;            // [seqs·kCacheSplitRows][q_heads][2]: their score maximum and weight sum
   const CacheTable* caches;  // index buffer
@@ -298,6 +299,7 @@ struct CacheAttentionArgs {
   unsigned causal;           // 1: keys at positions <= the row's; 0: every key < start + rows
   unsigned window;           // > 0: also |q_pos − k_pos| < window
   float scale;               // head_dim^-0.5
+  unsigned q_ld;             // row stride of q (q_heads·head_dim, or a fused [q | k | v] row's width)
 };
 
 // ---- token choice (graph.h Argmax, TopK, Sample; engine/ir/sampling.h defines each exactly) ----

@@ -1,6 +1,7 @@
 // KV cache append (graph.h CacheAppend; dflash.md §1.7): each token row's k and v go to (the slot of its
 // sequence, its absolute position) of one cache of the bound State, whose addresses the index lists.
-// One block per token row; the row's width elements move as 16-byte vectors when the width allows.
+// One block per token row; the row's width elements move as 16-byte vectors when the width and the source
+// addresses allow. k and v may be column ranges of wider rows (ld_k, ld_v).
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
@@ -19,10 +20,12 @@ __device__ __forceinline__ void cache_append(const CacheAppendArgs& a) {
   const CacheTable t = a.caches[a.cache];
   T* k = reinterpret_cast<T*>(t.k) + at;
   T* v = reinterpret_cast<T*>(t.v) + at;
-  const T* ks = static_cast<const T*>(a.k) + static_cast<unsigned long long>(row) * a.width;
-  const T* vs = static_cast<const T*>(a.v) + static_cast<unsigned long long>(row) * a.width;
+  const T* ks = static_cast<const T*>(a.k) + static_cast<unsigned long long>(row) * a.ld_k;
+  const T* vs = static_cast<const T*>(a.v) + static_cast<unsigned long long>(row) * a.ld_v;
   const unsigned bytes = a.width * static_cast<unsigned>(sizeof(T));
-  if ((bytes & 15u) == 0) {
+  // 16-byte vectors when the row and both sources allow (a fused row's k and v start at any column).
+  if (((bytes | static_cast<unsigned>(reinterpret_cast<unsigned long long>(ks)) |
+        static_cast<unsigned>(reinterpret_cast<unsigned long long>(vs))) & 15u) == 0) {
     const unsigned words = bytes / 16;
     for (unsigned i = threadIdx.x; i < words; i += blockDim.x) {
       reinterpret_cast<U4*>(k)[i] = reinterpret_cast<const U4*>(ks)[i];

@@ -130,7 +130,7 @@ TK_DEV void simt_vector(const CacheAttentionArgs& a, const CacheTile& t, unsigne
   const unsigned ld = a.kv_heads * a.group * kDim;
   // INVARIANT: row is a real token of the tile's sequence (v < rows · group), so q's row is inside the
   // bucket's rows; qs is this warp's 256 floats.
-  const T* qrow = static_cast<const T*>(a.q) + static_cast<unsigned long long>(row) * ld + hq * kDim;
+  const T* qrow = static_cast<const T*>(a.q) + static_cast<unsigned long long>(row) * a.q_ld + hq * kDim;
   __syncwarp();  // the previous vector's reads of qs are done
 #pragma unroll
   for (unsigned c = 0; c < D32; ++c) qs[lane + 32 * c] = to_f32(qrow[lane + 32 * c]);
@@ -332,7 +332,7 @@ TK_DEV void tc_item(const CacheAttentionArgs& a, const CacheTile& t, unsigned j,
       w_lo[rr] = max_u(w_lo[rr], c0);
       w_hi[rr] = max_u(w_lo[rr], min_u(w_hi[rr], c1));
       // INVARIANT: rows[rr] is a real token of the tile's sequence; 4-byte loads at even columns.
-      src = static_cast<const T*>(a.q) + static_cast<unsigned long long>(rows[rr]) * ld + heads[rr] * kDim + 2 * tq;
+      src = static_cast<const T*>(a.q) + static_cast<unsigned long long>(rows[rr]) * a.q_ld + heads[rr] * kDim + 2 * tq;
     }
 #pragma unroll
     for (unsigned kk = 0; kk < kSteps; ++kk) {

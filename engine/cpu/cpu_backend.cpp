@@ -339,11 +339,16 @@ void CpuBackend::run_op(CpuPlan& plan, size_t index, const ir::Batch& batch, Cpu
                           values(o.successor), o.softcap, o.multiplier, mat(o.ids), mat(o.q));
           },
           [&](const ir::ActFeatures& o) { act_features(batch, mat(o.h), mat(o.logits), mat(o.out)); },
-          [&](const ir::HeadRmsNorm& o) { head_rms_norm(ex, mat(o.x), values(o.w), o.heads, o.head_dim, o.eps); },
-          [&](const ir::CacheAppend& o) { cache_append(batch, mat(o.k), mat(o.v), state->view(o.cache)); },
+          [&](const ir::HeadRmsNorm& o) {
+            head_rms_norm(ex, columns(mat(o.x), o.col, o.heads * o.head_dim), values(o.w), o.heads, o.head_dim, o.eps);
+          },
+          [&](const ir::CacheAppend& o) {
+            const CacheView cache = state->view(o.cache);
+            cache_append(batch, columns(mat(o.k), o.k_col, cache.width), columns(mat(o.v), o.v_col, cache.width), cache);
+          },
           [&](const ir::CacheAttention& o) {
-            cache_attention(ex, batch, mat(o.q), state->view(o.cache), o.q_heads, o.kv_heads, o.head_dim, o.causal,
-                            o.window, mat(o.out));
+            cache_attention(ex, batch, columns(mat(o.q), o.q_col, o.q_heads * o.head_dim), state->view(o.cache),
+                            o.q_heads, o.kv_heads, o.head_dim, o.causal, o.window, mat(o.out));
           },
           [&](const ir::Input& o) { input(run_features_, mat(o.out)); },
           [&](const ir::Tap& o) { tap(mat(o.x), mat(o.out), o.col); },

@@ -17,13 +17,20 @@
 
 namespace tandem::cpu {
 
-// A value's real rows in the arena, row-major and contiguous.
+// A value's real rows in the arena, row-major; contiguous unless it is a column range of a wider value
+// (columns(): then ld is the wider row, and only row() may be used to reach the elements).
 struct Mat {
   float* data = nullptr;
   uint32_t rows = 0;
   uint32_t width = 0;
-  float* row(size_t r) const { return data + r * width; }
+  uint32_t ld = 0;  // row stride in floats; 0: width
+  float* row(size_t r) const { return data + r * (ld != 0 ? ld : width); }
 };
+
+// Columns [col, col + width) of every row of m (a fused [q | k | v] row's q, k or v).
+inline Mat columns(Mat m, uint32_t col, uint32_t width) {
+  return Mat{m.data + col, m.rows, width, m.ld != 0 ? m.ld : m.width};
+}
 
 // What every op may use to run: the backend's pool and SIMD level.
 struct Exec {

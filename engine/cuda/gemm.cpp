@@ -72,9 +72,8 @@ Status make_gemm_descs(const GemmShape& s, uint32_t m, const float* bias, GemmDe
 
 namespace {
 
-// No split-K and no reduction: a K split would sum in an order that depends on the tile count. An
-// algorithm whose configuration cannot be read is not trusted either.
-bool single_pass(const cublasLtMatmulAlgo_t& algo) {
+// An algorithm's K split and reduction; nullopt when its configuration cannot be read (not trusted then).
+std::optional<std::pair<int32_t, uint32_t>> split_of(const cublasLtMatmulAlgo_t& algo) {
   int32_t splits = 1;
   uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
   size_t written = 0;
@@ -82,10 +81,39 @@ bool single_pass(const cublasLtMatmulAlgo_t& algo) {
           CUBLAS_STATUS_SUCCESS ||
       cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme),
                                            &written) != CUBLAS_STATUS_SUCCESS) {
-    return false;
+    return std::nullopt;
   }
-  return splits <= 1 && scheme == CUBLASLT_REDUCTION_SCHEME_NONE;
+  return std::pair{std::max(splits, int32_t{1}), scheme};
 }
+
+// Whether an algorithm splits K as the shape says: a shape of one slice takes no split and no reduction (a
+// split would sum in an order of its own); a split shape takes exactly its slices, reduced out of place in
+// the compute type (FP32: no in-place atomics, no rounding of the partials to the output type).
+bool splits_as(const cublasLtMatmulAlgo_t& algo, uint32_t slices) {
+  const auto split = split_of(algo);
+  if (!split) return false;
+  if (slices <= 1) return split->first <= 1 && split->second == CUBLASLT_REDUCTION_SCHEME_NONE;
+  return static_cast<uint32_t>(split->first) == slices && split->second == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+}
+
+// A one-pass algorithm made to split K in `slices` and reduce in the compute type; nullopt when cuBLASLt
+// refuses the configuration (the emulator always does).
+std::optional<cublasLtMatmulAlgo_t> with_split(cublasLtMatmulAlgo_t algo, uint32_t slices) {
+  const auto split = split_of(algo);
+  if (!split || split->first > 1) return std::nullopt;
+  const int32_t n = static_cast<int32_t>(slices);
+  const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &n, sizeof(n)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)) !=
+          CUBLAS_STATUS_SUCCESS) {
+    return std::nullopt;
+  }
+  return algo;
+}
+
+// Decoder K split (decoder_gemm_splits): outputs of 16 to 40 tiles of 128 columns over a K of 4,096 or more.
+constexpr uint32_t kSplitMinTiles = 16, kSplitMaxTiles = 40, kSplitMinK = 4096;
 
 // Timed runs per candidate when a bucket picks the fastest bit-identical algorithm.
 constexpr int kTimedRuns = 7;
@@ -107,7 +135,13 @@ std::string GemmShape::describe() const {
     case LtEpilogue::kRelu: epi = " relu"; break;
     case LtEpilogue::kReluBias: epi = " relu+bias"; break;
   }
-  return fmt::format("k {} n {} {}->{} {}{}", k, n, dt_name(ab), dt_name(out), accumulate ? "add" : "set", epi);
+  return fmt::format("k {} n {} {}->{} {}{}{}", k, n, dt_name(ab), dt_name(out), accumulate ? "add" : "set", epi,
+                     splits > 1 ? fmt::format(" split {}", splits) : std::string());
+}
+
+uint32_t decoder_gemm_splits(uint32_t k, uint32_t n) {
+  const uint32_t tiles = (n + 127) / 128;
+  return k >= kSplitMinK && tiles >= kSplitMinTiles && tiles <= kSplitMaxTiles ? 2 : 1;
 }
 
 Result<const std::vector<cublasLtMatmulAlgo_t>*> GemmAlgos::ranked(const GemmShape& shape, uint32_t rows,
@@ -117,16 +151,18 @@ Result<const std::vector<cublasLtMatmulAlgo_t>*> GemmAlgos::ranked(const GemmSha
   GemmDescs d;
   TANDEM_TRY(make_gemm_descs(shape, rows, bias, d));
   std::vector<cublasLtMatmulAlgo_t> out;
-  // First ask for single-pass reductions only; if that filter leaves nothing, ask for everything and
-  // keep the single-pass ones (the filter's reading of a zero mask is not documented).
+  // First ask for single-pass reductions only (and, for a split shape, out-of-place ones in the compute
+  // type); if that filter leaves nothing, ask for everything and keep the ones that split as the shape says
+  // (the filter's reading of a zero mask is not documented). A split shape also takes the one-pass
+  // candidates made to split, after cuBLASLt's own: at kRankedRows rows it rarely proposes a split.
+  const uint32_t mask = shape.splits > 1 ? CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                                         : CUBLASLT_REDUCTION_SCHEME_NONE;
   for (int attempt = 0; attempt < 2 && out.empty(); ++attempt) {
     Preference pref;
     TANDEM_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
     TANDEM_TRY(set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(device_.workspace_bytes())));
-    if (attempt == 0 && !set_pref(pref.p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                  static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE))
-                             .ok()) {
-      continue;  // a mask cuBLASLt refuses: the unfiltered query below, filtered by single_pass
+    if (attempt == 0 && !set_pref(pref.p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, mask).ok()) {
+      continue;  // a mask cuBLASLt refuses: the unfiltered query below, filtered by splits_as
     }
     TANDEM_TRY(set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t{256}));
     TANDEM_TRY(set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, kArenaAlignBytes));
@@ -145,9 +181,19 @@ Result<const std::vector<cublasLtMatmulAlgo_t>*> GemmAlgos::ranked(const GemmSha
     if (st != CUBLAS_STATUS_SUCCESS) {
       return cublaslt_error(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__).context(shape.describe());
     }
+    std::vector<cublasLtMatmulAlgo_t> made;  // one-pass candidates made to split
     for (int i = 0; i < found; ++i) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-      if (single_pass(results[i].algo)) out.push_back(results[i].algo);
+      if (splits_as(results[i].algo, shape.splits)) {
+        out.push_back(results[i].algo);
+      } else if (shape.splits > 1 && splits_as(results[i].algo, 1)) {
+        if (auto split = with_split(results[i].algo, shape.splits)) made.push_back(*split);
+      }
+    }
+    for (const cublasLtMatmulAlgo_t& algo : made) {
+      bool listed = false;
+      for (const cublasLtMatmulAlgo_t& x : out) listed = listed || std::memcmp(&x, &algo, sizeof(algo)) == 0;
+      if (!listed) out.push_back(algo);
     }
   }
   return &ranked_.emplace(key, std::move(out)).first->second;
@@ -233,9 +279,17 @@ Result<size_t> GemmAlgos::fastest(const GemmShape& shape, uint32_t m,
   return best;
 }
 
-Result<Gemm> Gemm::make(const Device& device, GemmAlgos& algos, const GemmShape& shape, uint32_t m,
+Result<Gemm> Gemm::make(const Device& device, GemmAlgos& algos, const GemmShape& wanted, uint32_t m,
                         const GemmOperands& ops) {
+  GemmShape shape = wanted;
   TANDEM_ASSIGN(const std::vector<cublasLtMatmulAlgo_t>* ranking, algos.ranked(shape, kRankedRows, ops.bias));
+  if (ranking->empty() && shape.splits > 1) {
+    // No candidate splits K so (cuBLASLt refuses, or the emulator): the shape runs in one pass at every m,
+    // as this depends on the shape alone.
+    if (algos.note_unsplit(shape)) log::info("cuBLASLt: no K split of {}; it runs in one pass", shape.describe());
+    shape.splits = 1;
+    TANDEM_ASSIGN(ranking, algos.ranked(shape, kRankedRows, ops.bias));
+  }
   GemmDescs descs;
   TANDEM_TRY(make_gemm_descs(shape, m, ops.bias, descs));
   Gemm g(shape, m, ops, std::move(descs));
@@ -349,9 +403,10 @@ std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
                                        "256x32"};
   std::string tile = get(CUBLASLT_ALGO_CONFIG_TILE_ID, 4);
   if (tile != "?" && std::stoul(tile) < std::size(kTiles)) tile = kTiles[std::stoul(tile)];
-  return fmt::format("id {} tile {} stages {} swizzle {} option {} cluster {}", get(CUBLASLT_ALGO_CONFIG_ID, 4), tile,
-                     get(CUBLASLT_ALGO_CONFIG_STAGES_ID, 4), get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4),
-                     get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4), get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2));
+  return fmt::format("id {} tile {} stages {} swizzle {} option {} cluster {} split {}", get(CUBLASLT_ALGO_CONFIG_ID, 4),
+                     tile, get(CUBLASLT_ALGO_CONFIG_STAGES_ID, 4), get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4),
+                     get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4), get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2),
+                     get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 4));
 }
 
 Status Gemm::run(const Device& device) const { return run(device, device.workspace(), device.workspace_bytes()); }

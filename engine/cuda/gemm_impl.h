@@ -37,7 +37,7 @@
 // which is faster at verify rows, batch 32 and prefill on the H200 (PERF_NOTES.md, "The decode GEMM").
 namespace tandem::cuda {
 
-inline constexpr uint32_t kDecodeGemmMaxRows = 1024;
+inline constexpr uint32_t kDecodeGemmMaxRows = 1024;  // also the last row count of the decoders' K split
 
 inline constexpr uint32_t kRankedRows = 256;
 inline constexpr int kRankedCandidates = 8;   // asked for the reference ranking
@@ -57,9 +57,20 @@ struct GemmShape {
   Dt out = Dt::kF32;  // output elements (C and D)
   bool accumulate = false;  // beta = 1: out += a·wᵀ
   LtEpilogue epilogue = LtEpilogue::kNone;
+  // K slices summed by cuBLASLt's reduction in the compute type (1: none). Part of the shape: the slices set
+  // the order of the sums, so every candidate of a shape splits alike and a row's bits stay the same at
+  // every m (cuda_gemm_study checked each configuration on the H200; cuda_gemm_test checks the rule).
+  uint32_t splits = 1;
   friend auto operator<=>(const GemmShape&, const GemmShape&) = default;
-  std::string describe() const;  // "k 1024 n 3072 f16->f32 set bias"
+  std::string describe() const;  // "k 1024 n 3072 f16->f32 set bias", "... split 2"
 };
+
+// The K split of a decoder plan's 16-bit GEMM of up to kDecodeGemmMaxRows rows, from (k, n) alone. Without
+// one a GEMM of a few rows runs one CTA per output tile: n = 4096 is 32 tiles of 128 on 132 SMs, and q, o
+// and down streamed 1.4-1.8 TB/s on the H200; in two slices 2.2-2.6 TB/s at 1 and 16 rows (PERF_NOTES,
+// "Split-K for the decoder's GEMMs"). Wide outputs (n > 5120: gate_up, the LM head, fused projections) fill
+// the GPU without a split, and narrow ones (k/v, n 1024) are bound by latency either way.
+uint32_t decoder_gemm_splits(uint32_t k, uint32_t n);
 
 // Ranked candidates per shape for one device, shared by every plan of a backend.
 class GemmAlgos {
@@ -92,6 +103,8 @@ class GemmAlgos {
   bool profiled() const { return profiled_; }
   // Records that a shape's epilogue runs in a kernel instead; true the first time (to log it once).
   bool note_unfused(const GemmShape& shape) { return unfused_.insert(shape).second; }
+  // Records that a split shape runs in one pass instead (no candidate splits it); true the first time.
+  bool note_unsplit(const GemmShape& shape) { return unsplit_.insert(shape).second; }
   // Writes the choices made since the last save to their file (if they have one).
   void save_choices() { choices_.save(); }
   const GemmChoices& choices() const { return choices_; }
@@ -106,6 +119,7 @@ class GemmAlgos {
   GemmChoices choices_;  // same bits: shape and the two algorithms' bytes; fastest: shape and m
   size_t measurements_ = 0;
   std::set<GemmShape> unfused_;
+  std::set<GemmShape> unsplit_;
 };
 
 struct GemmOperands {
@@ -133,6 +147,7 @@ struct GemmDescs {
 // One GEMM of a plan: descriptors for the bucket's m rows and the algorithm chosen for them.
 class Gemm {
  public:
+  // `shape` with splits > 1 runs in one pass when no candidate splits it (shape() says which ran).
   static Result<Gemm> make(const Device& device, GemmAlgos& algos, const GemmShape& shape, uint32_t m,
                            const GemmOperands& ops);
   // A GEMM on a given algorithm (the benchmark's study of candidates); fails when it cannot take m rows.

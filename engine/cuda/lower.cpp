@@ -385,7 +385,10 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
   step.label = where;
   const std::vector<uint32_t> rows = a.rows == ir::Rows::kTokens ? plan_.tiers_ : std::vector<uint32_t>{m};
   for (uint32_t r : rows) {
-    auto gemm = Gemm::make(device_, algos_, shape, r, ops);
+    // gemm_impl.h: a decoder's 16-bit GEMMs of up to kDecodeGemmMaxRows rows split K by (k, n) alone.
+    GemmShape at = shape;
+    if (decoder() && r <= kDecodeGemmMaxRows && shape.ab != Dt::kF32) at.splits = decoder_gemm_splits(shape.k, shape.n);
+    auto gemm = Gemm::make(device_, algos_, at, r, ops);
     if (!gemm.ok()) return std::move(gemm).error().context(fmt::format("{} at {} rows", where, r));
     plan_.gemms_.push_back(std::move(gemm).value());
     step.gemm.push_back(plan_.gemms_.size() - 1);
@@ -462,9 +465,8 @@ Status Lowering::lower(size_t i, const ir::LayerNorm& o) {
 Status Lowering::lower(size_t i, const ir::Rope& o) {
   TANDEM_ASSIGN(const Loc x, loc(o.x));
   if (decoder()) {
-    if (o.col != 0) return Error::make(ErrorKind::kUnsupported, "{}: a decoder rope from column {}", label(i, o), o.col);
     TANDEM_ASSIGN(const float* inv, inv_freq(o.theta, o.head_dim));
-    return add(head_norm_rope_step(ctx_, x, o.heads, o.head_dim, nullptr, 0.0f, inv), label(i, o));
+    return add(head_norm_rope_step(ctx_, x, o.heads, o.head_dim, nullptr, 0.0f, inv, o.col), label(i, o));
   }
   uint32_t bits;
   std::memcpy(&bits, &o.theta, sizeof(bits));
@@ -528,19 +530,22 @@ Status Lowering::lower(size_t i, const ir::HeadRmsNorm& o) {
   std::string where = label(i, o);
   if (i + 1 < graph_.ops.size()) {
     const auto* r = std::get_if<ir::Rope>(&graph_.ops[i + 1]);
-    if (r != nullptr && r->x == o.x && r->col == 0 && r->heads == o.heads && r->head_dim == o.head_dim) {
+    if (r != nullptr && r->x == o.x && r->col == o.col && r->heads == o.heads && r->head_dim == o.head_dim) {
       TANDEM_ASSIGN(inv, inv_freq(r->theta, r->head_dim));
       skip_ = 1;
       where += " (rope fused)";
     }
   }
-  return add(head_norm_rope_step(ctx_, x, o.heads, o.head_dim, w, o.eps, inv), where);
+  return add(head_norm_rope_step(ctx_, x, o.heads, o.head_dim, w, o.eps, inv, o.col), where);
 }
 
 Status Lowering::lower(size_t i, const ir::CacheAppend& o) {
   TANDEM_ASSIGN(const Loc k, loc(o.k));
   TANDEM_ASSIGN(const Loc v, loc(o.v));
-  return add(cache_append_step(ctx_, k, v, o.cache, half_type(weights_.precision())), label(i, o));
+  if (o.cache >= graph_.caches.size()) return Error::make(ErrorKind::kInternal, "{}: no cache {}", label(i, o), o.cache);
+  return add(cache_append_step(ctx_, k, v, o.cache, half_type(weights_.precision()),
+                               static_cast<uint32_t>(graph_.caches[o.cache].width), o.k_col, o.v_col),
+             label(i, o));
 }
 
 Status Lowering::lower(size_t i, const ir::Tap& o) {

@@ -100,9 +100,10 @@ Result<std::vector<KernelStep>> cache_attention_steps(const StepContext& c, cons
                                                       size_t scratch_bytes, bool tensor_cores) {
   TANDEM_TRY(cache_attention_supported(op));
   const uint64_t width = uint64_t{op.q_heads} * op.head_dim;
-  if (q.rows != ir::Rows::kTokens || out.rows != ir::Rows::kTokens || q.width != width || out.width != width) {
-    return refuse(op, fmt::format("queries {} and output {} must be token rows {} wide", q.describe(),
-                                  out.describe(), width));
+  if (q.rows != ir::Rows::kTokens || out.rows != ir::Rows::kTokens || op.q_col + width > q.width ||
+      out.width != width) {
+    return refuse(op, fmt::format("queries {} from column {} and output {} must be token rows of {} columns",
+                                  q.describe(), op.q_col, out.describe(), width));
   }
   if (q.type != cache_type || out.type != cache_type) {
     return refuse(op, fmt::format("queries {} and output {} must have the {} cache's type", q.describe(),
@@ -119,7 +120,9 @@ Result<std::vector<KernelStep>> cache_attention_steps(const StepContext& c, cons
   const size_t slots = size_t{c.bucket.seqs} * kernels::kCacheSplitRows * op.q_heads;
   kernels::CacheAttentionArgs args{};
   args.out = out.ptr;
-  args.q = q.ptr;
+  // INVARIANT: q_col + q_heads · head_dim <= q.width (checked), the row stride q_ld.
+  args.q = static_cast<const char*>(q.ptr) + size_t{op.q_col} * dt_size(q.type);
+  args.q_ld = q.width;
   args.part_o = static_cast<float*>(scratch);
   // INVARIANT: the sums follow the slots' head_dim floats each, inside the `need` bytes checked above.
   args.part_ml = scratch != nullptr ? static_cast<float*>(scratch) + slots * op.head_dim : nullptr;

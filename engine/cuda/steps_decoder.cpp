@@ -62,18 +62,20 @@ Result<KernelStep> rms_norm_step(const StepContext& c, const Loc& x, const Loc& 
 }
 
 Result<KernelStep> head_norm_rope_step(const StepContext& c, const Loc& x, uint32_t heads, uint32_t head_dim,
-                                       const float* w, float eps, const float* inv_freq) {
+                                       const float* w, float eps, const float* inv_freq, uint32_t col) {
   if (x.rows != ir::Rows::kTokens || heads == 0 || head_dim == 0 || head_dim % 2 != 0 || head_dim > kHeadDimMax ||
-      uint64_t{heads} * head_dim > x.width) {
-    return mismatch("head_norm_rope", fmt::format("{} heads of {} on {} (token rows, even head_dim <= {})", heads,
-                                                  head_dim, x.describe(), kHeadDimMax));
+      uint64_t{col} + uint64_t{heads} * head_dim > x.width) {
+    return mismatch("head_norm_rope", fmt::format("{} heads of {} from column {} on {} (token rows, even head_dim <= {})",
+                                                  heads, head_dim, col, x.describe(), kHeadDimMax));
   }
   KernelStep s;
   TANDEM_ASSIGN(s.id, by_type("head_norm_rope", x.type, KernelId::head_norm_rope_f32, KernelId::head_norm_rope_f16,
                               KernelId::head_norm_rope_bf16));
   s.grid = dim3(blocks_for(uint64_t{c.bucket.tokens} * heads, 4));
   s.block = dim3(128);
-  s.args = kernels::HeadNormRopeArgs{x.ptr, w, inv_freq, c.ix.pos, c.ix.n, x.width, heads, head_dim, eps};
+  // INVARIANT: col + heads · head_dim <= x.width (checked), so every row's heads lie inside it.
+  void* first = static_cast<char*>(x.ptr) + size_t{col} * dt_size(x.type);
+  s.args = kernels::HeadNormRopeArgs{first, w, inv_freq, c.ix.pos, c.ix.n, x.width, heads, head_dim, eps};
   return s;
 }
 
@@ -111,18 +113,23 @@ Result<KernelStep> tap_step(const StepContext& c, const Loc& x, const Loc& out, 
 }
 
 Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache,
-                                     Dt cache_type) {
-  if (k.rows != ir::Rows::kTokens || v.rows != ir::Rows::kTokens || k.width != v.width || k.type != cache_type ||
-      v.type != cache_type) {
-    return mismatch("cache_append", fmt::format("{} and {} into a {} cache", k.describe(), v.describe(),
-                                                dt_name(cache_type)));
+                                     Dt cache_type, uint32_t width, uint32_t k_col, uint32_t v_col) {
+  if (width == 0) width = k.width;
+  if (k.rows != ir::Rows::kTokens || v.rows != ir::Rows::kTokens || uint64_t{k_col} + width > k.width ||
+      uint64_t{v_col} + width > v.width || k.type != cache_type || v.type != cache_type) {
+    return mismatch("cache_append", fmt::format("{} from column {} and {} from column {} into a {} cache {} wide",
+                                                k.describe(), k_col, v.describe(), v_col, dt_name(cache_type), width));
   }
   KernelStep s;
   TANDEM_ASSIGN(s.id, by_type("cache_append", cache_type, KernelId::cache_append_f32, KernelId::cache_append_f16,
                               KernelId::cache_append_bf16));
   s.grid = dim3(blocks_for(c.bucket.tokens, 1));
   s.block = dim3(128);
-  s.args = kernels::CacheAppendArgs{k.ptr, v.ptr, c.ix.caches, c.ix.pos, c.ix.seq, c.ix.slot, c.ix.n, cache, k.width};
+  // INVARIANT: the columns checked above lie inside each row of k and of v.
+  const void* ks = static_cast<const char*>(k.ptr) + size_t{k_col} * dt_size(k.type);
+  const void* vs = static_cast<const char*>(v.ptr) + size_t{v_col} * dt_size(v.type);
+  s.args = kernels::CacheAppendArgs{ks, vs, c.ix.caches, c.ix.pos, c.ix.seq, c.ix.slot, c.ix.n, cache, width,
+                                    k.width, v.width};
   return s;
 }
 

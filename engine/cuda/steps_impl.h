@@ -113,9 +113,9 @@ Result<KernelStep> attention_step(const StepContext& c, const Loc& qkv, const Lo
 
 // Decoder families (steps_decoder.cpp): the row-wise parts of a Qwen3 layer and the KV cache append.
 Result<KernelStep> rms_norm_step(const StepContext& c, const Loc& x, const Loc& out, const float* w, float eps);
-// In place on x's heads × head_dim columns: w null skips the norm, inv_freq null the rotation.
+// In place on x's heads × head_dim columns from column col: w null skips the norm, inv_freq null the rotation.
 Result<KernelStep> head_norm_rope_step(const StepContext& c, const Loc& x, uint32_t heads, uint32_t head_dim,
-                                       const float* w, float eps, const float* inv_freq);
+                                       const float* w, float eps, const float* inv_freq, uint32_t col = 0);
 Result<KernelStep> swiglu_step(const StepContext& c, const Loc& x, const Loc& out);
 Result<KernelStep> tap_step(const StepContext& c, const Loc& x, const Loc& out, uint32_t col);
 // Input: token rows of `out` from the run's feature source (index_impl.h fill_features).
@@ -138,8 +138,10 @@ struct QuantWeight {
 // tensor_cores (sm_80+): kernels/qgemm_tc.cu, else kernels/qgemm.cu (docs/quantization.md says which runs when).
 Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
                               unsigned act, bool accumulate, const Loc& out, bool tensor_cores);
-// k and v must be token rows of the cache's element type `cache_type`, `width` wide.
-Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type);
+// k and v must be token rows of the cache's element type `cache_type`; the cache's `width` elements (0: k's
+// width) come from columns k_col of k and v_col of v (a fused [q | k | v] row holds both).
+Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type,
+                                     uint32_t width = 0, uint32_t k_col = 0, uint32_t v_col = 0);
 
 // KV-cache attention (steps_cache.cpp): q, out and the cache of one element type; the attention pass, then
 // the pass that combines split-key partials, both over `scratch` (cache_attention_scratch_bytes of the

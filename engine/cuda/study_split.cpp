@@ -171,12 +171,26 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
   };
 
   // What tandem runs today (the reference and its timed bit-identical candidates).
-  const auto production = [&](uint32_t m, size_t copy) -> Result<Launcher> {
-    TANDEM_ASSIGN(Gemm g, Gemm::make(device, algos, shape, m, ops_for(copy)));
-    auto shared = std::make_shared<Gemm>(std::move(g));
-    return Launcher([&device, shared] { return shared->run(device); });
+  // As a decoder plan lowers it (the K split of gemm_impl.h's rule), and in one pass (the rule before it).
+  GemmShape decoder = shape;
+  decoder.splits = decoder_gemm_splits(shape.k, shape.n);
+  std::string chosen;
+  const auto production = [&](const GemmShape& as) {
+    return [&, as](uint32_t m, size_t copy) -> Result<Launcher> {
+      TANDEM_ASSIGN(Gemm g, Gemm::make(device, algos, as, m, ops_for(copy)));
+      if (copy == 0) chosen += fmt::format("{}m {}: {}{}", chosen.empty() ? "" : "; ", m, describe_algo(g.algo()),
+                                           g.faster() >= 0 ? " (faster)" : "");
+      auto shared = std::make_shared<Gemm>(std::move(g));
+      return Launcher([&device, shared] { return shared->run(device); });
+    };
   };
-  TANDEM_TRY(study("production", "", 1, production));
+  TANDEM_TRY(study(fmt::format("production (decoder, split {})", decoder.splits), "", 1, production(decoder)));
+  if (!out.empty()) out.back().algo = chosen;  // every m's choice, on the last row of the configuration
+  chosen.clear();
+  if (decoder.splits > 1) {
+    TANDEM_TRY(study("one pass (the rule before)", "", 1, production(shape)));
+    if (!out.empty()) out.back().algo = chosen;
+  }
   // The decode GEMM (kernels/gemm_decode.cu).
   if (gemm_decode_supported(shape.k, shape.ab, shape.out, shape.accumulate).ok()) {
     const GemmDecodeSplit split = gemm_decode_split(shape.k, shape.n);

@@ -42,7 +42,8 @@ struct Support {
   }
   Status operator()(const ir::Rope& o) const {
     if (graph.caches.empty()) return scorer("rope");
-    if (o.col != 0) return Error::make(ErrorKind::kUnsupported, "a decoder rope must start at column 0, not {}", o.col);
+    // A decoder rope runs in head_norm_rope from any even column (a fused [q | k | v] row's k from q_width).
+    if (o.col % 2 != 0) return Error::make(ErrorKind::kUnsupported, "a decoder rope from odd column {}", o.col);
     return head_dim(o.head_dim);
   }
   Status operator()(const ir::GeGlu&) const { return scorer("geglu"); }

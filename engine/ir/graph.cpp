@@ -1,6 +1,7 @@
 // Graph construction helpers, op names and read/write sets.
 #include "engine/ir/graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -43,8 +44,25 @@ WeightId Graph::add_weight(std::vector<std::string> parts, std::vector<uint64_t>
   for (size_t i = 0; i < weights.size(); ++i) {
     if (weights[i].parts == parts) return WeightId{static_cast<uint32_t>(i)};
   }
-  weights.push_back({std::move(parts), std::move(shape)});
+  WeightRef ref;
+  ref.parts = std::move(parts);
+  ref.shape = std::move(shape);
+  weights.push_back(std::move(ref));
   return WeightId{static_cast<uint32_t>(weights.size() - 1)};
+}
+
+WeightId Graph::add_stacked_weight(std::vector<std::string> parts, std::vector<uint64_t> part_rows,
+                                  std::vector<uint64_t> shape) {
+  const WeightId id = add_weight(std::move(parts), std::move(shape));
+  weights[id.index].part_rows = std::move(part_rows);
+  return id;
+}
+
+std::vector<uint64_t> WeightRef::part_shape(size_t i) const {
+  std::vector<uint64_t> s = shape;
+  if (s.empty()) return s;
+  s[0] = i < part_rows.size() ? part_rows[i] : s[0] / std::max<size_t>(1, parts.size());
+  return s;
 }
 
 uint32_t Graph::add_cache(std::string name, uint32_t width) {

@@ -39,7 +39,10 @@ struct WeightRef {
   std::vector<std::string> parts;
   std::vector<uint64_t> shape;  // of the stacked tensor
   bool codes = false;           // integer codes of a quantized weight (QGemm::w), read as they are
+  std::vector<uint64_t> part_rows;  // each part's rows when they differ ([q | k | v]); empty: equal parts
   std::string name() const;     // parts joined by '+'
+  // Part i's expected shape: the stacked shape with its rows.
+  std::vector<uint64_t> part_shape(size_t i) const;
 };
 
 struct WeightId {
@@ -103,10 +106,12 @@ struct ActFeatures { Val h; Val logits; Val out; };
 
 // ---- decoder ops (dflash.md) ----
 
-// In place: RMSNorm over each of `heads` slices of `head_dim` (Qwen3 q_norm / k_norm).
-struct HeadRmsNorm { Val x; WeightId w; uint32_t heads; uint32_t head_dim; float eps; };
-// Writes k and v rows into cache `cache` at (slot of the row's sequence, the row's position).
-struct CacheAppend { Val k; Val v; uint32_t cache; };
+// In place: RMSNorm over each of `heads` slices of `head_dim` from column `col` (Qwen3 q_norm / k_norm; the
+// target's q and k are columns of one fused [q | k | v] row).
+struct HeadRmsNorm { Val x; WeightId w; uint32_t heads; uint32_t head_dim; float eps; uint32_t col = 0; };
+// Writes k and v rows (the cache's width from columns k_col of k and v_col of v: a fused [q | k | v] row
+// may be both) into cache `cache` at (slot of the row's sequence, the row's position).
+struct CacheAppend { Val k; Val v; uint32_t cache; uint32_t k_col = 0; uint32_t v_col = 0; };
 // Attention of q rows over cache `cache` of their sequence's slot. Causal: keys at positions <= the
 // row's. Block (non-causal): keys at positions < start + rows of the sequence. Both also need
 // |q_pos − k_pos| < window when a window is set. GQA: q_heads / kv_heads queries share a key head.
@@ -119,6 +124,7 @@ struct CacheAttention {
   bool causal;
   std::optional<uint32_t> window;
   Val out;
+  uint32_t q_col = 0;  // the queries' first column in q's rows (a fused [q | k | v] row)
 };
 // out[r] = the batch's feature row r (a drafter's tap rows).
 struct Input { Val out; };
@@ -202,6 +208,9 @@ struct Graph {
   Val add_val(Rows rows, uint32_t width, std::string name, Elem elem = Elem::kF32);
   // Returns the id of the weight with these parts, adding it if new.
   WeightId add_weight(std::vector<std::string> parts, std::vector<uint64_t> shape);
+  // Parts of different row counts stacked along dim 0 (shape[0] is their sum).
+  WeightId add_stacked_weight(std::vector<std::string> parts, std::vector<uint64_t> part_rows,
+                              std::vector<uint64_t> shape);
   uint32_t add_cache(std::string name, uint32_t width);
   void add_op(Op op) { ops.push_back(std::move(op)); }
   void add_output(std::string name, Val val, Placement placement = Placement::kHost) {

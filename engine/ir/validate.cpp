@@ -162,14 +162,23 @@ class Checker {
     return width(o.out, w(o.h) + 4, "act features output");
   }
   Status check(const HeadRmsNorm& o) const {
-    TANDEM_TRY(width(o.x, uint64_t{o.heads} * o.head_dim, "head norm input"));
+    TANDEM_TRY(check_val(o.x));
+    if (uint64_t{o.col} + uint64_t{o.heads} * o.head_dim > w(o.x)) {
+      return fail("head norm of {} heads of {} from column {} runs past '{}' ({} wide)", o.heads, o.head_dim, o.col,
+                  g_.info(o.x).name, w(o.x));
+    }
     return weight(o.w, {o.head_dim});
   }
   Status check(const CacheAppend& o) const {
     TANDEM_TRY(rows(o.k, Rows::kTokens, "cache keys"));
     TANDEM_TRY(rows(o.v, Rows::kTokens, "cache values"));
-    TANDEM_TRY(cache(o.cache, w(o.k)));
-    return width(o.v, w(o.k), "cache values");
+    if (o.cache >= g_.caches.size()) return fail("cache #{} does not exist", o.cache);
+    const uint64_t cw = g_.caches[o.cache].width;
+    if (o.k_col + cw > w(o.k) || o.v_col + cw > w(o.v)) {
+      return fail("cache {} ({} wide) from column {} of '{}' ({} wide) and {} of '{}' ({} wide) runs past them",
+                  g_.caches[o.cache].name, cw, o.k_col, g_.info(o.k).name, w(o.k), o.v_col, g_.info(o.v).name, w(o.v));
+    }
+    return {};
   }
   Status check(const CacheAttention& o) const {
     TANDEM_TRY(rows(o.q, Rows::kTokens, "cache attention queries"));
@@ -177,7 +186,10 @@ class Checker {
     if (o.kv_heads == 0 || o.q_heads % o.kv_heads != 0) {
       return fail("cache attention: {} query heads do not group over {} key heads", o.q_heads, o.kv_heads);
     }
-    TANDEM_TRY(width(o.q, uint64_t{o.q_heads} * o.head_dim, "cache attention queries"));
+    if (uint64_t{o.q_col} + uint64_t{o.q_heads} * o.head_dim > w(o.q)) {
+      return fail("cache attention queries: {} heads of {} from column {} run past '{}' ({} wide)", o.q_heads,
+                  o.head_dim, o.q_col, g_.info(o.q).name, w(o.q));
+    }
     TANDEM_TRY(width(o.out, uint64_t{o.q_heads} * o.head_dim, "cache attention output"));
     return cache(o.cache, uint64_t{o.kv_heads} * o.head_dim);
   }

@@ -171,7 +171,7 @@ Status quantize_graphs(const std::vector<ir::Graph*>& graphs, const io::QuantCon
                            "{}: quantization_config.group_size {} does not divide the {} in-features of module '{}' "
                            "{}", origin, q.group_size, k, modules[0], shape_string(ref.shape));
       }
-      ir::WeightRef codes{{}, {n, k * q.bits / 8}, true};
+      ir::WeightRef codes{{}, {n, k * q.bits / 8}, true, {}};
       std::vector<std::string> scale_parts;
       for (const std::string& m : modules) {
         codes.parts.push_back(m + ".qweight");

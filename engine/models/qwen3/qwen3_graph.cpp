@@ -48,7 +48,7 @@ Result<ir::Graph> build_target_graph(const io::Qwen3Config& cfg, std::span<const
   if (!tap_layers.empty()) taps = g.add_val(ir::Rows::kTokens, static_cast<uint32_t>(tap_layers.size()) * h, "taps");
   for (uint32_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const LayerShape s = layer_shape(cfg, l);
-    const LayerWeights w = add_layer_weights(g, s, prefix + "model.layers." + std::to_string(l) + ".");
+    const LayerWeights w = add_layer_weights(g, s, prefix + "model.layers." + std::to_string(l) + ".", /*fused_qkv=*/true);
     const uint32_t cache = g.add_cache("kv." + std::to_string(l), s.kv_width());
     add_layer(g, s, w, x, cache, /*causal=*/true, "layer." + std::to_string(l));
     for (size_t i = 0; i < tap_layers.size(); ++i) {

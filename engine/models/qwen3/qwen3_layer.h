@@ -25,18 +25,23 @@ struct LayerShape {
 
   uint32_t q_width() const { return heads * head_dim; }
   uint32_t kv_width() const { return kv_heads * head_dim; }
+  uint32_t qkv_width() const { return q_width() + 2 * kv_width(); }
 };
 
 // Layer `layer` of a config (its window when layer_types marks it sliding).
 LayerShape layer_shape(const io::Qwen3Config& cfg, uint32_t layer);
 
 // A layer's weights, named "<prefix>input_layernorm.weight" etc. (prefix "model.layers.3." for a
-// target, "layers.3." for a drafter).
+// target, "layers.3." for a drafter). With fused_qkv, q_proj, k_proj and v_proj stack into one weight (qkv,
+// and qkv_bias): one GEMM of q_width + 2·kv_width columns instead of three, which a decode step at a few rows
+// streams at ~2.6 TB/s on the H200 where the three reached 0.8-1.4 (PERF_NOTES, "Fused q/k/v"). q, k, v
+// and their biases are then unset: add_query and add_key_value take unfused weights only.
 struct LayerWeights {
   ir::WeightId in_norm, post_norm, q, k, v, o, q_norm, k_norm, gate_up, down;
   std::optional<ir::WeightId> q_bias, k_bias, v_bias, o_bias;
+  std::optional<ir::WeightId> qkv, qkv_bias;
 };
-LayerWeights add_layer_weights(ir::Graph& g, const LayerShape& s, const std::string& prefix);
+LayerWeights add_layer_weights(ir::Graph& g, const LayerShape& s, const std::string& prefix, bool fused_qkv = false);
 
 struct KeyValue {
   ir::Val k;

@@ -7,9 +7,9 @@ namespace tandem::models::qwen3 {
 
 Status check_weights(const WeightSource& source, const ir::Graph& graph, std::string_view origin) {
   for (const ir::WeightRef& ref : graph.weights) {
-    std::vector<uint64_t> want = ref.shape;
-    if (ref.parts.size() > 1 && !want.empty()) want[0] /= ref.parts.size();
-    for (const std::string& name : ref.parts) {
+    for (size_t i = 0; i < ref.parts.size(); ++i) {
+      const std::string& name = ref.parts[i];
+      const std::vector<uint64_t> want = ref.part_shape(i);
       if (!source.contains(name)) {
         return Error::make(ErrorKind::kNotFound, "{}: tensor '{}' is missing (expected shape {})", origin, name,
                            shape_string(want));

@@ -205,9 +205,9 @@ TEST(CpuBackend, CachesNeedAMatchingStateAndRowsInsideIt) {
   oc.batch.start = {0};
   oc.batch.slot = {1};
   const ir::Val k = oc.input("k", 4, random_values(12, 1));
-  oc.graph.add_op(ir::CacheAppend{k, k, 0});
+  oc.graph.add_op(ir::CacheAppend{k, k, 0, 0, 0});
   const ir::Val out = oc.graph.add_val(ir::Rows::kTokens, 4, "out");
-  oc.graph.add_op(ir::CacheAttention{k, 0, 1, 1, 4, true, std::nullopt, out});
+  oc.graph.add_op(ir::CacheAttention{k, 0, 1, 1, 4, true, std::nullopt, out, 0});
   oc.graph.add_output("out", out);
   auto backend = make_cpu_backend(1);
   const ir::Graph* graphs[] = {&oc.graph};

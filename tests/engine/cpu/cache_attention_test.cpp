@@ -45,9 +45,9 @@ class CacheHarness {
     const std::vector<float> k = random_values(size_t{t} * kw, seed + 1, 1.5f);
     const std::vector<float> v = random_values(size_t{t} * kw, seed + 2);
     const ir::Val qv = oc.input("q", qw, q), kv = oc.input("k", kw, k), vv = oc.input("v", kw, v);
-    oc.graph.add_op(ir::CacheAppend{kv, vv, 0});
+    oc.graph.add_op(ir::CacheAppend{kv, vv, 0, 0, 0});
     const ir::Val out = oc.graph.add_val(ir::Rows::kTokens, qw, "out");
-    oc.graph.add_op(ir::CacheAttention{qv, 0, c_.q_heads, c_.kv_heads, c_.head_dim, c_.causal, c_.window, out});
+    oc.graph.add_op(ir::CacheAttention{qv, 0, c_.q_heads, c_.kv_heads, c_.head_dim, c_.causal, c_.window, out, 0});
     oc.graph.add_output("out", out);
     // Every round's graph has the same cache list, so the first round's state serves them all.
     if (!state_) state_ = std::move(backend_->create_state(oc.graph, kSlots, kCapacity)).value();
@@ -174,9 +174,9 @@ std::vector<std::vector<uint32_t>> visible_keys(bool causal, std::optional<uint3
     const ir::Val qv = oc.input("q", kWidth, std::vector<float>(size_t{len} * kWidth, 0.0f));
     const ir::Val kv = oc.input("k", kWidth, random_values(size_t{len} * kWidth, start + 1));
     const ir::Val vv = oc.input("v", kWidth, v);
-    oc.graph.add_op(ir::CacheAppend{kv, vv, 0});
+    oc.graph.add_op(ir::CacheAppend{kv, vv, 0, 0, 0});
     const ir::Val out = oc.graph.add_val(ir::Rows::kTokens, kWidth, "out");
-    oc.graph.add_op(ir::CacheAttention{qv, 0, 1, 1, kWidth, causal, window, out});
+    oc.graph.add_op(ir::CacheAttention{qv, 0, 1, 1, kWidth, causal, window, out, 0});
     oc.graph.add_output("out", out);
     if (!state) state = std::move(backend->create_state(oc.graph, 1, kWidth)).value();
     auto w = backend->upload(oc.weights, std::vector<const ir::Graph*>{&oc.graph});

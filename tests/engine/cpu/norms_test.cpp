@@ -80,7 +80,7 @@ TEST(CpuNorms, RmsNormAndHeadRmsNorm) {
     const ir::Val y = oc.graph.add_val(ir::Rows::kTokens, width, "y");
     oc.graph.add_op(ir::RmsNorm{in, oc.weight("w", {width}, w), 1e-6f, y});
     const ir::Val z = oc.input("z", width, x);
-    oc.graph.add_op(ir::HeadRmsNorm{z, oc.weight("hw", {head_dim}, hw), heads, head_dim, 1e-6f});
+    oc.graph.add_op(ir::HeadRmsNorm{z, oc.weight("hw", {head_dim}, hw), heads, head_dim, 1e-6f, 0});
     oc.graph.add_output("y", y);
     oc.graph.add_output("z", z);
     Runner runner(oc.graph, oc.weights, 2, best_isa());

@@ -67,7 +67,7 @@ struct Shape {
   uint32_t width() const { return q_heads() * head_dim; }
   uint32_t kv_width() const { return kv_heads * head_dim; }
   ir::CacheAttention op() const {
-    return ir::CacheAttention{ir::Val{0}, 0, q_heads(), kv_heads, head_dim, causal, window, ir::Val{1}};
+    return ir::CacheAttention{ir::Val{0}, 0, q_heads(), kv_heads, head_dim, causal, window, ir::Val{1}, 0};
   }
 };
 

@@ -224,7 +224,7 @@ TEST_F(DecoderKernelsTest, LaunchersRefuseMismatchedOperands) {
             std::string::npos) << st.error().message();
   auto hn = head_norm_rope_step(ctx(), make_loc(a, ir::Rows::kTokens, 64, Dt::kF32, "q"), 4, 32, nullptr, 0.0f, nullptr);
   ASSERT_FALSE(hn.ok());
-  EXPECT_NE(hn.error().message().find("4 heads of 32 on 'q'"), std::string::npos) << hn.error().message();
+  EXPECT_NE(hn.error().message().find("4 heads of 32 from column 0 on 'q'"), std::string::npos) << hn.error().message();
   auto ca = cache_append_step(ctx(), make_loc(a, ir::Rows::kTokens, 64, Dt::kF32, "k"),
                               make_loc(a, ir::Rows::kTokens, 64, Dt::kF32, "v"), 0, Dt::kBF16);
   ASSERT_FALSE(ca.ok());

@@ -153,6 +153,58 @@ TEST_F(GemmTest, RowBitsDoNotDependOnTheRowCount) {
   }
 }
 
+// A decoder's K split (gemm_impl.h: decoder_gemm_splits): on the GPU the shape splits in two, its rows match
+// float64 and keep their bits at every m a decode or verify bucket takes; the emulator refuses a split, and
+// the shape then runs in one pass at every m.
+TEST_F(GemmTest, DecoderSplitRowsMatchFloat64AndKeepTheirBits) {
+  std::mt19937 rng(14);
+  const uint32_t k = emulated() ? 96 : 4096, n = emulated() ? 80 : 2048;
+  const std::vector<uint32_t> ms = emulated() ? std::vector<uint32_t>{1, 16, 40} : std::vector<uint32_t>{1, 16, 128, 512, 1024};
+  ASSERT_EQ(decoder_gemm_splits(4096, 2048), 2u);
+  ASSERT_EQ(decoder_gemm_splits(4096, 4096), 2u);
+  ASSERT_EQ(decoder_gemm_splits(12288, 4096), 2u);
+  ASSERT_EQ(decoder_gemm_splits(4096, 1024), 1u);   // k/v: latency-bound either way
+  ASSERT_EQ(decoder_gemm_splits(4096, 24576), 1u);  // gate_up fills the GPU
+  ASSERT_EQ(decoder_gemm_splits(2048, 4096), 1u);
+  for (const bool acc : {false, true}) {
+    const Dt out = acc ? Dt::kF32 : Dt::kF16;
+    const Case big{ms.back(), k, n, Dt::kF16, out, acc, LtEpilogue::kNone};
+    Operands o = make_operands(big, rng);
+    const std::vector<uint16_t> c16 = to_halves(o.c);
+    const void* c_init = out == Dt::kF32 ? static_cast<const void*>(o.c.data()) : static_cast<const void*>(c16.data());
+    GemmShape shape = shape_of(big);
+    shape.splits = emulated() ? 2 : decoder_gemm_splits(k, n);
+    std::vector<std::vector<float>> results;
+    for (uint32_t m : ms) {
+      copy_on_stream(o.od.data(), c_init, o.c.size() * dt_size(out), cudaMemcpyHostToDevice);
+      auto g = Gemm::make(*gpu().device, *gpu().algos, shape, m, GemmOperands{o.wd.data(), o.ad.data(), o.od.data(), nullptr});
+      ASSERT_TRUE(g.ok()) << g.error().message();
+      EXPECT_EQ(g->shape().splits, emulated() ? 1u : 2u) << "m " << m;
+      ASSERT_TRUE(g->run(*gpu().device).ok());
+      results.push_back(read_floats(o.od, size_t{m} * n, out));
+      std::cout << fmt::format("{} m {}: {}{}\n", g->shape().describe(), m, describe_algo(g->algo()),
+                               g->faster() >= 0 ? " (faster)" : "");
+    }
+    const std::vector<float>& ref = results.back();
+    for (size_t i = 0; i + 1 < ms.size(); ++i) {
+      ASSERT_EQ(std::memcmp(results[i].data(), ref.data(), results[i].size() * 4), 0)
+          << fmt::format("{}: rows differ between m {} and m {}", shape.describe(), ms[i], ms.back());
+    }
+    // The first 16 rows against float64 (all m share their bits).
+    const uint32_t rows = std::min<uint32_t>(16, ms.back());
+    std::vector<double> want(size_t{rows} * n);
+    for (uint32_t i = 0; i < rows; ++i) {
+      for (uint32_t j = 0; j < n; ++j) {
+        double v = acc ? o.c[size_t{i} * n + j] : 0.0;
+        for (uint32_t p = 0; p < k; ++p) v += double{o.a[size_t{i} * k + p]} * o.w[size_t{j} * k + p];
+        want[size_t{i} * n + j] = v;
+      }
+    }
+    const std::vector<float> got(ref.begin(), ref.begin() + static_cast<ptrdiff_t>(want.size()));
+    expect_rows(got, want, rows, n, out == Dt::kF16 ? 1e-3 : 1e-4, shape.describe());
+  }
+}
+
 // Timed choice (the backend's default): among the candidates that compute the reference's bits, a bucket
 // runs the fastest; whatever it picks, its rows are the reference algorithm's bits, and every GEMM of the
 // same shape and rows picks the same one.
