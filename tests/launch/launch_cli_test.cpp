@@ -1,7 +1,8 @@
 // The tandem binary's commands without a serving job: `tandem generate` refuses what the target cannot
 // take (a prompt or prompt + --max-tokens past max_position_embeddings) and malformed --prompt-ids;
 // `tandem launch --dry-run` adds --oversubscribe itself when one machine has fewer cores than ranks and
-// prints only the mpirun command on stdout (the plan is logged on stderr);
+// prints only the mpirun command on stdout (the plan is logged on stderr); a stop that does not finish
+// within --stop-timeout is ended, and a third signal kills mpirun and its ranks (a stand-in mpirun);
 // and MpiOutputFilter drops Open MPI's noise and nothing else; with --drafter-quantization int8/int4 the
 // shipped drafters' speculative output equals plain greedy decoding, and a quantized checkpoint refuses
 // 'none'.
@@ -132,6 +133,77 @@ TEST(Launch, DryRunPrintsOnlyTheCommandOnStdout) {
                            "tandem launch: the coordinator will listen on http://127.0.0.1:<a free port>\n"}) {
     EXPECT_NE(logs.find(line), std::string::npos) << line << "\n" << logs;
   }
+}
+
+// `tandem launch --mpirun SCRIPT`: a stand-in for mpirun that ignores the signals named in `ignored`
+// (trap syntax: "USR1", "USR1 TERM") and starts one "rank" of its own, in a session of its own as
+// Open MPI's ranks are, which ignores SIGTERM and writes its pid to rank.pid. Returns the launcher's pid.
+pid_t launch_stuck_job(const TempDir& dir, const std::string& ignored, const std::vector<std::string>& extra) {
+  const auto script = dir.path() / "mpirun.sh";
+  std::ofstream(script) << "#!/bin/sh\ntrap '' " << ignored << "\n"
+                        << "setsid sh -c 'trap \"\" TERM; echo $$ > " << (dir.path() / "rank.pid").string()
+                        << "; while :; do sleep 0.1; done' &\nwhile :; do sleep 0.1; done\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  std::ofstream(dir.path() / "job.yaml") << deployment(1);
+  std::vector<std::string> argv = {TANDEM_BINARY, "launch", "--config", (dir.path() / "job.yaml").string(),
+                                   "--exit-dir", dir.path().string(), "--mpirun", script.string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const pid_t pid = spawn(argv, dir.path() / "launch.log");
+  for (int i = 0; i < 100 && !std::filesystem::exists(dir.path() / "rank.pid"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pid;
+}
+
+// A stop that does not finish within --stop-timeout (a rank stuck where it cannot hear it) is ended as
+// a second Ctrl-C would end it: SIGTERM to mpirun, exit 130, said so.
+TEST(Launch, AStopPastStopTimeoutEndsTheJob) {
+  TempDir dir;
+  const pid_t launcher = launch_stuck_job(dir, "USR1", {"--stop-timeout", "1"});
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(launcher, SIGINT), 0);
+  auto code = wait_exit(launcher, std::chrono::milliseconds(15000));
+  const std::string out = read_text(dir.path() / "launch.log");
+  ASSERT_TRUE(code) << out;
+  EXPECT_EQ(*code, 130) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << out;
+  EXPECT_NE(out.find("tandem launch: SIGINT: stopping the job"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: the job has not stopped 1 s after the stop request (--stop-timeout): ending the "
+                     "job now (SIGTERM to mpirun)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("tandem launch: the job was ended before it stopped cleanly (exit 130)"), std::string::npos)
+      << out;
+  const pid_t rank = std::stoi(read_text(dir.path() / "rank.pid"));
+  kill(rank, SIGKILL);  // mpirun's SIGTERM would have reached a real rank; this stand-in leaves it
+}
+
+// Signals move the end on a step each: the orderly stop, SIGTERM to mpirun, then SIGKILL to mpirun and
+// its ranks on this machine, which ends even a job that ignores SIGTERM; 128 + SIGTERM when SIGTERM
+// started it.
+TEST(Launch, AThirdSignalKillsMpirunAndItsRanks) {
+  TempDir dir;
+  const pid_t launcher = launch_stuck_job(dir, "USR1 TERM", {});
+  const pid_t rank = std::stoi(read_text(dir.path() / "rank.pid"));
+  for (int sig : {SIGTERM, SIGINT, SIGINT}) {
+    ASSERT_EQ(kill(launcher, sig), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  auto code = wait_exit(launcher, std::chrono::milliseconds(5000));
+  const std::string out = read_text(dir.path() / "launch.log");
+  ASSERT_TRUE(code) << out;
+  EXPECT_EQ(*code, 143) << out;
+  EXPECT_NE(out.find("tandem launch: SIGINT again: ending the job now (SIGTERM to mpirun)"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: SIGINT again: killing mpirun and its ranks on this machine (SIGKILL)"),
+            std::string::npos)
+      << out;
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    gone = kill(rank, 0) != 0 || read_text("/proc/" + std::to_string(rank) + "/stat").find(" Z ") != std::string::npos;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "the rank outlived the launcher";
+  if (!gone) kill(rank, SIGKILL);
 }
 
 // Open MPI 4.1's messages as mpirun printed them in a failing job.
