@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/mpi_output_filter.h"
-#include "tests/launch/service_job.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -69,19 +69,11 @@ TEST(Generate, RefusesEmptyPromptIdEntries) {
   EXPECT_EQ(spaced.code, 0) << spaced.output;
 }
 
-std::string deployment(int scorers) {
-  std::string yaml = "server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
-                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny}\nranks:\n"
-                     "  - role: coordinator\n";
-  for (int i = 0; i < scorers; ++i) yaml += "  - role: scorer\n";
-  return yaml;
-}
-
 // More ranks than any machine's cores: --oversubscribe, said so; two ranks fit every test machine: none.
 // With a hostfile the slots decide, and a shortage is refused in tandem's words.
 TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
   TempDir dir;
-  std::ofstream(dir.path() / "many.yaml") << deployment(1023);
+  std::ofstream(dir.path() / "many.yaml") << cpu_deployment(1023);
   auto many = run_command({TANDEM_BINARY, "launch", "--config", (dir.path() / "many.yaml").string(), "--dry-run"},
                           dir.path() / "many.log");
   EXPECT_EQ(many.code, 0) << many.output;
@@ -90,7 +82,7 @@ TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
   EXPECT_NE(many.output.find("cores of this machine: passing --oversubscribe to mpirun"), std::string::npos);
   EXPECT_NE(many.output.find("--bind-to none -x NCCL_NVLS_ENABLE --oversubscribe "), std::string::npos);
 
-  std::ofstream(dir.path() / "two.yaml") << deployment(1);
+  std::ofstream(dir.path() / "two.yaml") << cpu_deployment(1);
   auto two = run_command({TANDEM_BINARY, "launch", "--config", (dir.path() / "two.yaml").string(), "--dry-run"},
                          dir.path() / "two.log");
   EXPECT_EQ(two.code, 0) << two.output;
@@ -110,7 +102,7 @@ TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
 TEST(Launch, DryRunPrintsOnlyTheCommandOnStdout) {
   TempDir dir;
   const auto yaml = dir.path() / "two.yaml";
-  std::ofstream(yaml) << deployment(1);
+  std::ofstream(yaml) << cpu_deployment(1);
   const auto err = dir.path() / "stderr.log";
   auto r = run_command({"/bin/sh", "-c",
                         std::string("exec \"$0\" launch --config \"$1\" --exit-dir \"$2\" --dry-run -- --mca btl "
@@ -144,7 +136,7 @@ pid_t launch_stuck_job(const TempDir& dir, const std::string& ignored, const std
                         << "setsid sh -c 'trap \"\" TERM; echo $$ > " << (dir.path() / "rank.pid").string()
                         << "; while :; do sleep 0.1; done' &\nwhile :; do sleep 0.1; done\n";
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
-  std::ofstream(dir.path() / "job.yaml") << deployment(1);
+  std::ofstream(dir.path() / "job.yaml") << cpu_deployment(1);
   std::vector<std::string> argv = {TANDEM_BINARY, "launch", "--config", (dir.path() / "job.yaml").string(),
                                    "--exit-dir", dir.path().string(), "--mpirun", script.string()};
   argv.insert(argv.end(), extra.begin(), extra.end());
@@ -238,30 +230,24 @@ TEST(MpiOutputFilter, DropsOpenMpisNoiseAndKeepsEverythingElse) {
   EXPECT_TRUE(slots.slots_short());
 }
 
-// The JSON a `tandem generate` run printed (stdout and stderr share the log: from the line that opens it).
-nlohmann::json generated(const CommandResult& r) {
-  const size_t at = r.output.rfind("\n{\n");
-  return nlohmann::json::parse(r.output.substr(at == std::string::npos ? 0 : at + 1), nullptr, false);
-}
-
 TEST(Generate, QuantizedDrafterOutputEqualsPlainGreedy) {
   TempDir dir;
-  const std::string target = TANDEM_SOURCE_DIR "/models/pylm";
+  const std::string target = kModels + "pylm";
   const std::vector<std::string> common = {TANDEM_BINARY, "generate", "--target", target, "--prompt-ids",
                                            "40,41,42,43,44,45,46,47", "--max-tokens", "24", "--ignore-eos",
                                            "--threads", "2"};
   const CommandResult plain = run_command(common, dir.path() / "plain.log");
   ASSERT_EQ(plain.code, 0) << plain.output;
-  const nlohmann::json want = generated(plain);
+  const nlohmann::json want = last_json_object(plain.output);
   ASSERT_FALSE(want.is_discarded()) << plain.output;
   for (const std::string drafter : {"pylm-dflash", "pylm-dflash2"}) {
     for (const std::string q : {"int8", "int4"}) {
       std::vector<std::string> args = common;
-      args.insert(args.end(), {"--drafter", TANDEM_SOURCE_DIR "/models/" + drafter, "--drafter-quantization", q,
+      args.insert(args.end(), {"--drafter", kModels + drafter, "--drafter-quantization", q,
                                "--block", "8"});
       const CommandResult r = run_command(args, dir.path() / (drafter + "-" + q + ".log"));
       ASSERT_EQ(r.code, 0) << r.output;
-      const nlohmann::json got = generated(r);
+      const nlohmann::json got = last_json_object(r.output);
       ASSERT_FALSE(got.is_discarded()) << r.output;
       EXPECT_EQ(got.at("mode"), "speculative");
       EXPECT_EQ(got.at("drafter_quantization"), q);

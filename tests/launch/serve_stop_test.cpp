@@ -12,7 +12,7 @@
 #include <future>
 
 #include "bench/loadgen_http.h"
-#include "tests/launch/service_job.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -21,41 +21,15 @@ using namespace std::chrono_literals;
 using loadgen::HttpConnection;
 using nlohmann::json;
 
-const std::string kModel = TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny";
-
-// Short sequences of the decision fixture and `tandem score`'s answers to them, as loadgen files.
-std::pair<std::string, std::string> pool_files(const TempDir& dir) {
-  std::ifstream in(TANDEM_SOURCE_DIR "/tests/fixtures/decision/reference.json");
-  const json ref = json::parse(in);
-  json seqs = json::array();
-  for (const json& batch : ref.at("batches")) {
-    for (const json& s : batch.at("sequences")) {
-      if (s.at("ids").size() <= 40) seqs.push_back({{"ids", s.at("ids")}, {"markers", s.at("markers")}, {"qtype", s.at("qtype")}});
-    }
-  }
-  const auto input = dir.path() / "pool.json";
-  std::ofstream(input) << json{{"sequences", seqs}}.dump();
-  auto r = run_command({TANDEM_BINARY, "score", "--model", kModel, "--input", input.string(), "--threads", "1"},
-                       dir.path() / "score.log");
-  EXPECT_EQ(r.code, 0) << r.output;
-  const json want = json::parse(r.output.substr(r.output.find('{'))).at("sequences");
-  const auto expect = dir.path() / "expect.json";
-  std::ofstream(expect) << json{{"sequences", want}}.dump();
-  return {input.string(), expect.string()};
-}
-
 // A closed loop of checked requests that runs until the server refuses connections.
 std::future<std::pair<int, json>> load_until_stopped(const TempDir& dir, uint16_t port) {
-  const auto [input, expect] = pool_files(dir);
+  const auto [input, expect] = score_pool_files(dir);
   return std::async(std::launch::async, [&dir, port, input = input, expect = expect] {
     auto r = run_command({TANDEM_LOADGEN, "--url", "http://127.0.0.1:" + std::to_string(port), "--input", input,
                           "--expect", expect, "--requests", "200000", "--connections", "16", "--per-request", "2",
                           "--allow", "503", "--timeout-ms", "20000", "--until-refused"},
                          dir.path() / "loadgen.log", 120s);
-    json summary;
-    const auto begin = r.output.find('{');
-    if (begin != std::string::npos) summary = json::parse(r.output.substr(begin), nullptr, false);
-    return std::make_pair(r.code, summary);
+    return std::make_pair(r.code, json_from_first_brace(r.output));
   });
 }
 
@@ -145,14 +119,8 @@ TEST(ServeStop, ABusyPortEndsTheJobAtOnceWithOneLine) {
 // round that admits them all is one long call on the rank (a prefill of about half a minute on one
 // core), as a cold plan's lowering or a warm-up bucket is on a GPU.
 std::string long_call_deployment() {
-  return "server: {host: 127.0.0.1, port: 0}\n"
-         "backend: {name: cpu, threads: 1}\n"
-         "models:\n"
-         "  target: {dir: " TANDEM_SOURCE_DIR "/models/pylm}\n"
-         "  drafter: {dir: " TANDEM_SOURCE_DIR "/models/pylm-dflash}\n"
-         "limits: {request_timeout_ms: 600000}\n"
-         "generation: {slots: 64, kv_capacity: 1024, block_size: 16}\n"
-         "ranks:\n  - role: coordinator\n  - role: generator\n";
+  return pylm_deployment("{slots: 64, kv_capacity: 1024, block_size: 16}", {"generator"},
+                         "limits: {request_timeout_ms: 600000}\n");
 }
 
 // 64 concurrent completions of 900-token prompts; each future gets its answer (nullopt: none came).
@@ -241,7 +209,7 @@ TEST(ServeStop, TheShippedCpuExampleRunsWithoutFlags) {
   text << in.rdbuf();
   std::string yaml = text.str();
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"port: 8080", "port: 0"},
-                                 {"dir: ../../models/decision-tickets", "dir: " + kModel},
+                                 {"dir: ../../models/decision-tickets", "dir: " + kDecisionTiny},
                                  {"dir: ../../models/pylm\n", "dir: " TANDEM_SOURCE_DIR "/models/pylm\n"},
                                  {"dir: ../../models/pylm-dflash2", "dir: " TANDEM_SOURCE_DIR "/models/pylm-dflash2"}}) {
     const size_t at = yaml.find(from);
