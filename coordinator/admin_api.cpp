@@ -63,9 +63,16 @@ json drain_json(const DrainView& v, bool with_moves) {
 HttpResponse admin_answer(const HttpRequest& request, const config::Deployment& deployment, DrafterAdmin* drafters) {
   const std::string path = request.target.substr(0, request.target.find('?'));
   const config::AdminAccess access = deployment.server.admin;
+  // What is not served here is 404 whatever the method or client, as for an unknown path or the
+  // generation routes of a job without them: existence first, then access, method and media type.
   if (access == config::AdminAccess::kOff) {
     return error_response(ApiError{404, fmt::format("no route {}: the admin routes are off (server.admin: off)", path),
                                    "not_found", std::nullopt});
+  }
+  if (deployment.count(config::Role::kDrafter) == 0) {
+    return error_response(ApiError{
+        404, fmt::format("{} is not served here: the deployment has no drafter ranks to drain", path), "not_found",
+        std::nullopt});
   }
   if (access == config::AdminAccess::kLoopback && !request.loopback) {
     return error_response(ApiError{403,
@@ -83,11 +90,6 @@ HttpResponse admin_answer(const HttpRequest& request, const config::Deployment& 
   if (!is_json_content_type(request.content_type)) {
     return error_response(ApiError{415, fmt::format("Content-Type '{}' is not application/json", request.content_type),
                                    "unsupported_media_type", "Content-Type"});
-  }
-  if (deployment.count(config::Role::kDrafter) == 0) {
-    return error_response(ApiError{
-        404, fmt::format("{} is not served here: the deployment has no drafter ranks to drain", path), "not_found",
-        std::nullopt});
   }
   if (drafters == nullptr) {
     return error_response(unavailable(fmt::format("the server is starting: {} opens once every rank is ready", path)));

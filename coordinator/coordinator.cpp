@@ -127,6 +127,8 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
   if (Status s = control.wait_ready(stop, rank0_failed); !s.ok()) {
     server.value()->stop_accepting();
     if (s.error().kind() != ErrorKind::kCancelled) return fail(kExitStartup, s.error().message());
+    // Workers in a warm-up leave it at their next plan (worker.h), so this does not wait for their loads.
+    log::info("stopping while the workers load: telling them to stop");
     CoordinatorExit e = end_job(kExitClean, "stopped while the workers were loading");
     if (!e.orderly) e.code = kExitError;
     return e;
@@ -153,11 +155,17 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
   api.refuse_work();
   server.value()->stop_accepting();
   if (code == kExitClean) {
-    log::info("stopping: finishing the work in hand");
+    log::info("stopping: finishing the work in hand (for up to {} s)", kWorkDrain.count());
+    const auto generating = [&] { return scheduler ? scheduler->queued() + scheduler->decoding() : size_t{0}; };
     control.drain(outbox, [&] {
-      const bool generating = scheduler && (scheduler->queued() > 0 || scheduler->decoding() > 0);
-      return batcher.depth() == 0 && ranks.inflight_batches() == 0 && !generating;
+      return batcher.depth() == 0 && ranks.inflight_batches() == 0 && generating() == 0;
     }, kWorkDrain);
+    // Said, so a slow stop reads as the policy and not as a hang (a worker in one long call, say).
+    if (batcher.depth() > 0 || ranks.inflight_batches() > 0 || generating() > 0) {
+      log::warn("stopping: what was not finished within {} s is answered 503: {} generation requests, {} queued "
+                "scoring sequences, {} scoring batches in flight",
+                kWorkDrain.count(), generating(), batcher.depth(), ranks.inflight_batches());
+    }
   }
   const std::string why = code == kExitClean ? std::string("the server is shutting down")
                                              : ranks.problem().value_or("a rank died");
@@ -172,7 +180,12 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
     return {code, false};
   }
   if (!control.shutdown_workers(kGoodbyeWait)) {
-    const std::string late = fmt::format("not every worker said goodbye within {} s", kGoodbyeWait.count());
+    std::string silent;
+    for (const RankView& v : ranks.view()) {
+      if (v.role == config::Role::kCoordinator || v.state == RankState::kGone) continue;
+      silent += (silent.empty() ? "" : ", ") + v.name;
+    }
+    const std::string late = fmt::format("not every worker said goodbye within {} s: {}", kGoodbyeWait.count(), silent);
     log::error("{}", late);
     control.abort_workers(late);
     return {kExitError, false};

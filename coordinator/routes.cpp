@@ -46,6 +46,12 @@ json ranks_json(const std::vector<RankView>& ranks, const std::vector<DrainView>
   return out;
 }
 
+// A scoring route of a deployment without scorer ranks.
+ApiError not_served_here(std::string_view path) {
+  return ApiError{404, fmt::format("{} is not served here: the deployment has no scorer ranks", path), "not_found",
+                  std::nullopt};
+}
+
 // The field a layout error is about: the options when they do not fit, else the piece the tokenizer
 // refused ("question", "options[2]"), which BuildLayout puts before the first colon.
 std::string layout_param(size_t index, const Error& error) {
@@ -109,6 +115,9 @@ void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     return exchange->reply(error_response(ApiError{404, fmt::format("no route {}", path), "not_found", std::nullopt}));
   }
   const bool post = path == "/v1/decide" || path == "/v1/score";
+  // A route this deployment does not serve is 404 whatever the method, as an unknown path is (and the
+  // generation and admin routes of a job without them): the method is checked on routes that exist.
+  if (post && !deployment_.serves_scoring()) return exchange->reply(error_response(not_served_here(path)));
   // HEAD is GET without the body (load balancers probe /health with it); the server drops the body.
   const bool allowed = post ? request.method == "POST" : (request.method == "GET" || request.method == "HEAD");
   if (!allowed) {
@@ -127,9 +136,7 @@ void Api::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
       }
       return exchange->reply(models(nullptr));
     }
-    return exchange->reply(error_response(ApiError{
-        404, fmt::format("{} is not served here: the deployment has no scorer ranks", path), "not_found",
-        std::nullopt}));
+    return exchange->reply(error_response(not_served_here(path)));
   }
   const DecisionFrontend* scorer = scorer_.load(std::memory_order_acquire);
   if (scorer == nullptr) {

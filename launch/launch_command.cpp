@@ -7,9 +7,12 @@
 // 0 whatever happened, so rank 0 writes its code to a file this command reads.
 // Stopping: mpirun runs in its own process group, so a Ctrl-C reaches only this command, which asks
 // rank 0 for an orderly stop (SIGUSR1, which mpirun forwards to every rank), waits for it (the work in
-// hand answered, the port released, every rank gone) and returns its code; a second signal ends the
-// job at once (SIGTERM to mpirun). mpirun's stderr passes through MpiOutputFilter. Its own lines (the
-// plan) are logs, on stderr; --dry-run prints the mpirun command alone on stdout.
+// hand answered, the port released, every rank gone) and returns its code. A second signal, or a stop
+// still going after --stop-timeout, ends the job at once (SIGTERM to mpirun); a third, or mpirun still
+// there 10 s later, kills mpirun and its ranks on this machine (SIGKILL). A job ended so exits 128 +
+// the first signal's number, as a shell reports a process a signal ended. mpirun's stderr passes
+// through MpiOutputFilter. Its own lines (the plan) are logs, on stderr; --dry-run prints the mpirun
+// command alone on stdout.
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,12 +22,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -47,6 +52,9 @@ struct LaunchOptions {
   bool dry_run = false;
   bool raw_mpi_output = false;
   std::string exit_dir = "/tmp";   // where rank 0 leaves its exit code: a folder rank 0's node sees
+  // Seconds an orderly stop may take before the job is ended (0: no limit). Rank 0's own stop is bounded
+  // (the work in hand gets 10 s, the workers' goodbyes 5 s): this catches what is not (a hung MPI_Finalize).
+  int stop_timeout_s = 60;
   std::vector<std::string> extra;  // after `--`, passed to mpirun as they are
 };
 
@@ -142,17 +150,60 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+// The processes below `root` (mpirun's ranks on this machine: its children, each in a process group of its
+// own), from /proc.
+std::vector<pid_t> descendants(pid_t root) {
+  std::multimap<pid_t, pid_t> children;  // parent -> child
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (rest >> state >> ppid) children.emplace(ppid, static_cast<pid_t>(std::stol(name)));
+  }
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo = {root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    for (auto [it, end] = children.equal_range(p); it != end; ++it) {
+      out.push_back(it->second);
+      todo.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+// How a job under this command ended.
+struct MpirunEnd {
+  int code = 0;              // mpirun's exit status, or 128 + signal
+  bool slots_short = false;  // Open MPI reported too few slots
+  int forced_by = 0;         // the first signal, when the job had to be ended rather than stopped; else 0
+};
+
+// What the wait loop has asked of the job; a signal, or the time one step may take, moves it on.
+enum class Ending { kRunning, kStopping, kTerminating, kKilling };
+
+constexpr auto kKillAfter = std::chrono::seconds(10);  // from SIGTERM to mpirun to SIGKILL for it and its ranks
+
 // Runs mpirun (argv) in its own process group with stdin from /dev/null and, unless `raw`, its stderr
-// through MpiOutputFilter; forwards this command's SIGINT/SIGTERM as described at the top. Returns
-// mpirun's exit status (or 128 + signal), and whether Open MPI reported too few slots.
-std::pair<int, bool> run_mpirun(std::vector<std::string>& args, bool raw) {
+// through MpiOutputFilter; forwards this command's SIGINT/SIGTERM as described at the top.
+MpirunEnd run_mpirun(std::vector<std::string>& args, bool raw, std::chrono::seconds stop_timeout) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   int err[2] = {-1, -1};
   if (!raw && pipe2(err, O_CLOEXEC) != 0) {
     std::fprintf(stderr, "tandem launch: pipe: %s\n", std::strerror(errno));
-    return {1, false};
+    return {1, false, 0};
   }
   struct sigaction counting {};
   counting.sa_handler = count_signal;
@@ -163,7 +214,7 @@ std::pair<int, bool> run_mpirun(std::vector<std::string>& args, bool raw) {
   const pid_t child = fork();
   if (child < 0) {
     std::fprintf(stderr, "tandem launch: fork: %s\n", std::strerror(errno));
-    return {1, false};
+    return {1, false, 0};
   }
   if (child == 0) {
     // Its own group: a Ctrl-C on the terminal reaches this command only. Ended if this command dies.
@@ -186,24 +237,55 @@ std::pair<int, bool> run_mpirun(std::vector<std::string>& args, bool raw) {
   auto pass = [](const std::string& text) {
     if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stderr);
   };
+  using Clock = std::chrono::steady_clock;
+  Ending ending = Ending::kRunning;
+  Clock::time_point since = Clock::now();  // when `ending` last moved on
+  int first_signal = 0;
+  // One step further; `why` says what moved it (a signal's name, or the time a step took).
+  auto escalate = [&](const std::string& why) {
+    switch (ending) {
+      case Ending::kRunning:
+        ending = Ending::kStopping;
+        std::fprintf(stderr,
+                     "tandem launch: %s: stopping the job (the work in hand is answered first); a second signal ends "
+                     "it at once\n",
+                     why.c_str());
+        kill(child, SIGUSR1);  // mpirun forwards it to every rank; rank 0 stops, the workers ignore it
+        break;
+      case Ending::kStopping:
+        ending = Ending::kTerminating;
+        std::fprintf(stderr, "tandem launch: %s: ending the job now (SIGTERM to mpirun)\n", why.c_str());
+        kill(child, SIGTERM);
+        break;
+      case Ending::kTerminating:
+        ending = Ending::kKilling;
+        std::fprintf(stderr, "tandem launch: %s: killing mpirun and its ranks on this machine (SIGKILL)\n",
+                     why.c_str());
+        for (const pid_t p : descendants(child)) kill(p, SIGKILL);
+        kill(-child, SIGKILL);
+        break;
+      case Ending::kKilling: return;
+    }
+    std::fflush(stderr);
+    since = Clock::now();
+  };
   int handled = 0;
   int status = 0;
   bool exited = false;
   bool open = !raw;
   while (!exited || open) {
-    while (handled < g_signals) {
+    while (!exited && handled < g_signals) {
       ++handled;
-      const char* name = g_last_signal == SIGINT ? "SIGINT" : "SIGTERM";
-      if (handled == 1) {
-        std::fprintf(stderr,
-                     "tandem launch: %s: stopping the job (the work in hand is answered first); a second signal ends "
-                     "it at once\n",
-                     name);
-        kill(child, SIGUSR1);  // mpirun forwards it to every rank; rank 0 stops, the workers ignore it
-      } else if (handled == 2) {
-        std::fprintf(stderr, "tandem launch: %s again: ending the job now\n", name);
-        kill(child, SIGTERM);
-      }
+      const int sig = g_last_signal;
+      if (first_signal == 0) first_signal = sig;
+      escalate(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + (handled > 1 ? " again" : ""));
+    }
+    const auto waited = Clock::now() - since;
+    if (!exited && ending == Ending::kStopping && stop_timeout.count() > 0 && waited >= stop_timeout) {
+      escalate(
+          fmt::format("the job has not stopped {} s after the stop request (--stop-timeout)", stop_timeout.count()));
+    } else if (!exited && ending == Ending::kTerminating && waited >= kKillAfter) {
+      escalate(fmt::format("mpirun is still there {} s after SIGTERM", kKillAfter.count()));
     }
     if (open) {
       pollfd p{err[0], POLLIN, 0};
@@ -222,8 +304,17 @@ std::pair<int, bool> run_mpirun(std::vector<std::string>& args, bool raw) {
     if (!exited) {
       const pid_t r = waitpid(child, &status, WNOHANG);
       exited = r == child || (r < 0 && errno != EINTR);
-      // mpirun gone: what its ranks still hold of the pipe is drained without waiting on it.
-      if (exited && open) fcntl(err[0], F_SETFL, O_NONBLOCK);
+      // mpirun gone: what is in the pipe now is passed on, and nothing more waited for (a process it left
+      // behind may hold the pipe open, and would keep this command waiting as long as it lives).
+      if (exited && open) {
+        fcntl(err[0], F_SETFL, O_NONBLOCK);
+        char chunk[8192];
+        ssize_t n = 0;
+        while ((n = read(err[0], chunk, sizeof chunk)) > 0) {
+          pass(filter.feed(std::string_view(chunk, static_cast<size_t>(n))));
+        }
+        open = false;
+      }
     }
   }
   if (!raw) {
@@ -232,7 +323,7 @@ std::pair<int, bool> run_mpirun(std::vector<std::string>& args, bool raw) {
   }
   std::fflush(stderr);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return {code, filter.slots_short()};
+  return {code, filter.slots_short(), ending >= Ending::kTerminating ? first_signal : 0};
 }
 
 int launch(const LaunchOptions& o) {
@@ -338,12 +429,21 @@ int launch(const LaunchOptions& o) {
     return 1;
   }
 
-  auto [code, slots_short] = run_mpirun(args, o.raw_mpi_output);
+  const MpirunEnd end = run_mpirun(args, o.raw_mpi_output, std::chrono::seconds(o.stop_timeout_s));
+  int code = end.code;
   std::ifstream in(exit_file);
   int reported = -1;
-  if (in >> reported) {
+  const bool has_report = static_cast<bool>(in >> reported);
+  if (end.forced_by != 0) {
+    // Ended, not stopped: what rank 0 may have written is not how the job ended.
+    code = has_report && reported != 0 ? reported : 128 + end.forced_by;
+    std::remove(exit_file.c_str());
+    std::fprintf(stderr, "tandem launch: the job was ended before it stopped cleanly (exit %d)\n", code);
+    return code;
+  }
+  if (has_report) {
     code = reported;
-  } else if (slots_short) {
+  } else if (end.slots_short) {
     std::fprintf(stderr,
                  "tandem launch: Open MPI has fewer slots than the %d ranks of %s; pass --oversubscribe (ranks share "
                  "cores) or a --hostfile with more slots\n",
@@ -378,6 +478,9 @@ void add_launch_command(CLI::App& app, int& exit_code) {
                 "pass mpirun's stderr on unfiltered (Open MPI's abort banners and PMIx errors included)");
   cmd->add_option("--exit-dir", o->exit_dir,
                   "folder for rank 0's exit code; on several nodes, one rank 0's node shares with this one");
+  cmd->add_option("--stop-timeout", o->stop_timeout_s,
+                  "seconds an orderly stop (Ctrl-C, SIGTERM) may take before the job is ended; 0: no limit")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("extra", o->extra, "after --: more mpirun arguments");
   cmd->callback([o, &exit_code] { exit_code = launch(*o); });
 }

@@ -106,9 +106,9 @@ int serve(const ServeOptions& options) {
   const config::Backend backend = topo.config().backend;
   if (topo.role() == config::Role::kScorer) {
     const config::Model model = *d.model(config::Role::kScorer);
-    factory = [model, backend, table = buckets.value()](worker::Mailbox&,
+    factory = [model, backend, table = buckets.value()](worker::Mailbox& mail,
                                                         worker::Outbox&) -> Result<std::unique_ptr<worker::RankRunner>> {
-      TANDEM_ASSIGN(auto runner, worker::load_scorer(model, backend, table));
+      TANDEM_ASSIGN(auto runner, worker::load_scorer(model, backend, table, [&mail] { return mail.closed(); }));
       return worker::serve_batches(std::move(runner));
     };
   } else if (config::runs_target(topo.role()) || config::runs_drafter(topo.role())) {

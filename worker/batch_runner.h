@@ -67,28 +67,33 @@ using RankFactory = std::function<Result<std::unique_ptr<RankRunner>>(Mailbox&, 
 // The scorer's loop: each RunBatch command run on `runner`, answered BatchDone or BatchFailed.
 std::unique_ptr<RankRunner> serve_batches(std::unique_ptr<BatchRunner> runner);
 
+// Asked by a long load between its units of work (each plan of a warm-up): true once the rank has been
+// told to stop (Mailbox::closed), and the load then ends with a kCancelled error at the next unit.
+using Stopping = std::function<bool()>;
+
 // The scorer of a deployment rank: loads models.scorer, makes the rank's backend, and lowers every
 // serving bucket before it reports ready.
 Result<std::unique_ptr<BatchRunner>> load_scorer(const config::Model& model, const config::Backend& backend,
-                                                 const ir::BucketTable& buckets);
+                                                 const ir::BucketTable& buckets, const Stopping& stopping = {});
 
 // The generator of a deployment rank: models.target and models.drafter on the rank's backend, with the
 // generation section's slots, KV capacity and block size; serves Round commands.
 Result<std::unique_ptr<RankRunner>> load_generator(const config::Model& target, const config::Model& drafter,
                                                    const config::Backend& backend,
-                                                   const config::Generation& generation, int rank);
+                                                   const config::Generation& generation, int rank,
+                                                   const Stopping& stopping = {});
 // A target rank: models.target on the rank's backend, drafting through `links` (one per drafter rank
 // paired with it; models.drafter is read for its tap layers); a reply slower than `wait` fails the round.
 Result<std::unique_ptr<RankRunner>> load_target(const config::Model& target, const config::Model& drafter,
                                                 const config::Backend& backend, const config::Generation& generation,
                                                 int rank, std::map<int, std::unique_ptr<comm::Link>> links,
-                                                std::chrono::milliseconds wait);
+                                                std::chrono::milliseconds wait, const Stopping& stopping = {});
 // A drafter rank: models.drafter (with models.target's embedding and head) serving the DraftAsks of
 // `target_rank` over `link` (the data plane to it) until the rank stops or its target is lost.
 Result<std::unique_ptr<RankRunner>> load_drafter(const config::Model& target, const config::Model& drafter,
                                                  const config::Backend& backend,
                                                  const config::Generation& generation, int target_rank,
-                                                 std::unique_ptr<comm::Link> link);
+                                                 std::unique_ptr<comm::Link> link, const Stopping& stopping = {});
 // The runner factory of a generator, target or drafter rank of `d` (tandem serve and test jobs).
 RankFactory generation_rank_factory(const config::Deployment& d, const Topology& topology);
 

@@ -36,7 +36,8 @@ class DrafterRunner final : public RankRunner {
   DrafterRunner(std::string name, config::Generation generation, int target, std::unique_ptr<comm::Link> link)
       : name_(std::move(name)), generation_(std::move(generation)), target_rank_(target), link_(std::move(link)) {}
 
-  Status load(const config::Model& target, const config::Model& drafter, const config::Backend& backend) {
+  Status load(const config::Model& target, const config::Model& drafter, const config::Backend& backend,
+              const Stopping& stopping) {
     TANDEM_ASSIGN(const io::Qwen3Config tcfg, io::load_qwen3_config(target.dir + "/config.json"));
     TANDEM_ASSIGN(const io::DFlashConfig dcfg, io::load_dflash_config(drafter.dir + "/config.json"));
     capacity_ = generation_.kv_capacity ? generation_.kv_capacity : tcfg.max_position_embeddings;
@@ -56,7 +57,7 @@ class DrafterRunner final : public RankRunner {
     mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
     if (generation_.warm_up) {  // as the target's (load_generator.cpp)
       const auto t0 = Clock::now();
-      TANDEM_ASSIGN(const size_t plans, drafter_->prepare_rounds(generation_.slots, block_));
+      TANDEM_ASSIGN(const size_t plans, drafter_->prepare_rounds(generation_.slots, block_, stopping));
       log::info("drafter {}: warm-up lowered {} plans in {:.1f} s", name_, plans,
                 std::chrono::duration<double>(Clock::now() - t0).count());
     }
@@ -402,9 +403,9 @@ class DrafterRunner final : public RankRunner {
 Result<std::unique_ptr<RankRunner>> load_drafter(const config::Model& target, const config::Model& drafter,
                                                  const config::Backend& backend,
                                                  const config::Generation& generation, int target_rank,
-                                                 std::unique_ptr<comm::Link> link) {
+                                                 std::unique_ptr<comm::Link> link, const Stopping& stopping) {
   auto runner = std::make_unique<DrafterRunner>(drafter.name, generation, target_rank, std::move(link));
-  Status s = runner->load(target, drafter, backend);
+  Status s = runner->load(target, drafter, backend, stopping);
   if (!s.ok()) return std::move(s).error().context(fmt::format("loading drafter {} on {}", drafter.dir, backend.name));
   return std::unique_ptr<RankRunner>(std::move(runner));
 }

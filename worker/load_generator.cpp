@@ -54,7 +54,8 @@ class TargetRunner final : public RankRunner {
   // With `links` (a target rank: one per drafter rank) the drafts come over the data plane; without,
   // from a drafter loaded here (a generator).
   Status load(const config::Model& target, const config::Model& drafter, const config::Backend& backend,
-              std::map<int, std::unique_ptr<comm::Link>> links, std::chrono::milliseconds wait) {
+              std::map<int, std::unique_ptr<comm::Link>> links, std::chrono::milliseconds wait,
+              const Stopping& stopping) {
     TANDEM_ASSIGN(const io::Qwen3Config tcfg, io::load_qwen3_config(target.dir + "/config.json"));
     TANDEM_ASSIGN(const io::DFlashConfig dcfg, io::load_dflash_config(drafter.dir + "/config.json"));
     capacity_ = generation_.kv_capacity ? generation_.kv_capacity : tcfg.max_position_embeddings;
@@ -77,7 +78,7 @@ class TargetRunner final : public RankRunner {
     if (role_ == "target") {
       drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait, mode_, target_->vocab(),
                                        generation_.overlap);
-      return warm_up();
+      return warm_up(stopping);
     }
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
     if (!drafter.quantization.empty()) {
@@ -85,18 +86,19 @@ class TargetRunner final : public RankRunner {
     }
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
     drafting_ = make_local_drafting(*drafter_, mode_, rank_);
-    return warm_up();
+    return warm_up(stopping);
   }
 
   // generation.warm_up: every plan a round of up to `slots` requests uses is lowered before the rank
-  // says it is ready, so no request waits for a first use (on CUDA: seconds per plan).
-  Status warm_up() {
+  // says it is ready, so no request waits for a first use (on CUDA: seconds per plan). A stop ends it
+  // at the next plan (`stopping`), not after all of them: at 32 slots on an H200 they take minutes.
+  Status warm_up(const Stopping& stopping) {
     if (!generation_.warm_up) return ok_status();
     const auto t0 = Clock::now();
-    TANDEM_ASSIGN(const size_t target_plans, target_->prepare_rounds(generation_.slots, block_));
+    TANDEM_ASSIGN(const size_t target_plans, target_->prepare_rounds(generation_.slots, block_, stopping));
     size_t drafter_plans = 0;
     if (drafter_) {
-      TANDEM_ASSIGN(drafter_plans, drafter_->prepare_rounds(generation_.slots, block_));
+      TANDEM_ASSIGN(drafter_plans, drafter_->prepare_rounds(generation_.slots, block_, stopping));
     }
     log::info("{} rank {}: warm-up lowered {} target and {} drafter plans in {:.1f} s", role_, rank_, target_plans,
               drafter_plans, static_cast<double>(us_since(t0)) / 1e6);
@@ -349,9 +351,10 @@ class TargetRunner final : public RankRunner {
 
 Result<std::unique_ptr<RankRunner>> load_generator(const config::Model& target, const config::Model& drafter,
                                                    const config::Backend& backend,
-                                                   const config::Generation& generation, int rank) {
+                                                   const config::Generation& generation, int rank,
+                                                   const Stopping& stopping) {
   auto runner = std::make_unique<TargetRunner>(target.name, generation, rank, "generator");
-  Status s = runner->load(target, drafter, backend, {}, {});
+  Status s = runner->load(target, drafter, backend, {}, {}, stopping);
   if (!s.ok()) {
     return std::move(s).error().context(fmt::format("loading {} with drafter {} on {}", target.dir, drafter.dir,
                                                     backend.name));
@@ -362,9 +365,9 @@ Result<std::unique_ptr<RankRunner>> load_generator(const config::Model& target, 
 Result<std::unique_ptr<RankRunner>> load_target(const config::Model& target, const config::Model& drafter,
                                                 const config::Backend& backend, const config::Generation& generation,
                                                 int rank, std::map<int, std::unique_ptr<comm::Link>> links,
-                                                std::chrono::milliseconds wait) {
+                                                std::chrono::milliseconds wait, const Stopping& stopping) {
   auto runner = std::make_unique<TargetRunner>(target.name, generation, rank, "target");
-  Status s = runner->load(target, drafter, backend, std::move(links), wait);
+  Status s = runner->load(target, drafter, backend, std::move(links), wait, stopping);
   if (!s.ok()) return std::move(s).error().context(fmt::format("loading target {} on {}", target.dir, backend.name));
   return std::unique_ptr<RankRunner>(std::move(runner));
 }
@@ -391,7 +394,9 @@ RankFactory generation_rank_factory(const config::Deployment& d, const Topology&
   const config::Generation generation = d.generation;
   switch (topology.role()) {
     case config::Role::kGenerator:
-      return [=](Mailbox&, Outbox&) { return load_generator(target, drafter, backend, generation, rank); };
+      return [=](Mailbox& mail, Outbox&) {
+        return load_generator(target, drafter, backend, generation, rank, [&mail] { return mail.closed(); });
+      };
     case config::Role::kTarget: {
       std::map<int, config::Backend> drafters;  // by rank
       for (int r : topology.workers()) {
@@ -407,7 +412,8 @@ RankFactory generation_rank_factory(const config::Deployment& d, const Topology&
           TANDEM_ASSIGN(std::unique_ptr<comm::Link> link, data_link(mail, out, rank, backend, r, other));
           links.emplace(r, std::move(link));
         }
-        return load_target(target, drafter, backend, generation, rank, std::move(links), wait);
+        return load_target(target, drafter, backend, generation, rank, std::move(links), wait,
+                           [&mail] { return mail.closed(); });
       };
     }
     case config::Role::kDrafter: {
@@ -416,7 +422,8 @@ RankFactory generation_rank_factory(const config::Deployment& d, const Topology&
       return [=](Mailbox& mail, Outbox& out) -> Result<std::unique_ptr<RankRunner>> {
         // Made before loading, as the target makes its links: an NCCL set-up needs both ranks at once.
         TANDEM_ASSIGN(std::unique_ptr<comm::Link> link, data_link(mail, out, rank, backend, target_rank, other));
-        return load_drafter(target, drafter, backend, generation, target_rank, std::move(link));
+        return load_drafter(target, drafter, backend, generation, target_rank, std::move(link),
+                            [&mail] { return mail.closed(); });
       };
     }
     case config::Role::kCoordinator:

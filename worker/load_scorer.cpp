@@ -13,7 +13,7 @@ class ScorerRunner final : public BatchRunner {
  public:
   ScorerRunner(std::string name, ir::BucketTable buckets) : name_(std::move(name)), buckets_(std::move(buckets)) {}
 
-  Status load(const config::Model& model, const config::Backend& backend) {
+  Status load(const config::Model& model, const config::Backend& backend, const Stopping& stopping) {
     TANDEM_ASSIGN(model_, models::decision::DecisionModel::load(model.dir));
     backends::BackendOptions options;
     options.name = backend.name;
@@ -22,7 +22,7 @@ class ScorerRunner final : public BatchRunner {
     options.threads = backend.threads;
     TANDEM_ASSIGN(backend_, backends::make_backend(options));
     TANDEM_ASSIGN(scorer_, models::decision::Scorer::create(*model_, *backend_, buckets_));
-    return scorer_->warm_up();
+    return scorer_->warm_up(stopping);
   }
 
   Result<RunOutput> run(const ir::Batch& batch) override {
@@ -49,9 +49,9 @@ class ScorerRunner final : public BatchRunner {
 }  // namespace
 
 Result<std::unique_ptr<BatchRunner>> load_scorer(const config::Model& model, const config::Backend& backend,
-                                                 const ir::BucketTable& buckets) {
+                                                 const ir::BucketTable& buckets, const Stopping& stopping) {
   auto runner = std::make_unique<ScorerRunner>(model.name, buckets);
-  Status s = runner->load(model, backend);
+  Status s = runner->load(model, backend, stopping);
   if (!s.ok()) return std::move(s).error().context(fmt::format("loading {} on {}", model.dir, backend.name));
   return std::unique_ptr<BatchRunner>(std::move(runner));
 }

@@ -1,8 +1,12 @@
 // The worker rank's main loop (worker.h): the calling thread talks MPI (commands and peer frames in,
 // results, peer frames and heartbeats out) and a "compute" thread loads the runner and serves, so
 // heartbeats keep flowing through a long load, batch or round, and the coordinator can tell slow from
-// dead. The two meet in a Mailbox (in) and an Outbox (out).
+// dead. The two meet in a Mailbox (in) and an Outbox (out). The MPI thread never blocks on the compute
+// thread, not even when stopping: a Shutdown closes the mailbox, and the compute thread leaves at its
+// next unit of work (a warm-up plan, a batch, a round); one still busy after kComputeStopWait (a CUDA
+// plan lowering, a long prefill) is left behind, and the process ends without it.
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "engine/core/log.h"
@@ -11,11 +15,17 @@
 namespace tandem::worker {
 namespace {
 
+// How long a stopping rank waits for its compute thread to end the unit of work in hand. Below the
+// coordinator's wait for goodbyes (coordinator.cpp kGoodbyeWait, 5 s), so a rank busy in one long call
+// still says goodbye in time instead of looking dead.
+constexpr auto kComputeStopWait = std::chrono::seconds(2);
+
 // Shared, so a compute thread left behind by an abnormal exit never touches a dead stack frame.
 struct Shared {
   Mailbox mail;
   Outbox outbox;
   std::atomic<bool> loaded{false};  // the compute thread reported Ready or LoadFailed: it is past the load
+  std::atomic<bool> ended{false};   // the compute thread has returned (its runner torn down): join() is quick
 };
 
 void compute_main(const RankFactory& factory, Shared& s, int coordinator) {
@@ -25,7 +35,12 @@ void compute_main(const RankFactory& factory, Shared& s, int coordinator) {
   try {
     auto made = factory(s.mail, s.outbox);
     if (!made.ok()) {
-      report(LoadFailed{made.error().message()});
+      // A load the stop cut short (a warm-up left at its next plan) is no load failure: nobody waits for it.
+      if (s.mail.closed()) {
+        log::info("stopped while loading: {}", made.error().message());
+      } else {
+        report(LoadFailed{made.error().message()});
+      }
       s.loaded = true;
       return;
     }
@@ -94,7 +109,10 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
   name_this_thread("mpi");
   const int coordinator = topology.coordinator();
   auto shared = std::make_shared<Shared>();
-  std::thread compute([shared, coordinator, factory = std::move(factory)] { compute_main(factory, *shared, coordinator); });
+  std::thread compute([shared, coordinator, factory = std::move(factory)] {
+    compute_main(factory, *shared, coordinator);
+    shared->ended = true;
+  });
   const std::string me = topology.describe(topology.rank());
   const auto beat_every = std::chrono::milliseconds(health.heartbeat_ms);
   Clock::time_point next_beat = Clock::now();
@@ -102,6 +120,9 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
   bool heard = false;
   uint64_t beats = 0;
   int exit_code = 0;
+  // Set by a Shutdown: from then on the loop keeps heartbeating and listening (an Abort still ends the
+  // rank at once) until the compute thread has ended or kComputeStopWait has passed.
+  std::optional<Clock::time_point> stopping;
   IdleBackoff backoff;
   auto send = [&](int dest, Tag tag, std::vector<uint8_t> bytes) {
     Status s = transport.send(dest, tag, std::move(bytes));
@@ -142,7 +163,10 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
           transport.abandon(lost->rank);
           shared->mail.lose_peer(lost->rank, lost->why);
         } else if (std::holds_alternative<Shutdown>(*decoded)) {
-          break;
+          if (!stopping) {
+            stopping = Clock::now();
+            shared->mail.close();  // the compute thread's waits end, and it leaves at its next unit of work
+          }
         } else if (auto* abort = std::get_if<Abort>(&*decoded)) {
           log::error("{}: the coordinator ended the job: {}", me, abort->reason);
           exit_code = 1;
@@ -166,19 +190,31 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
       exit_code = 1;
       break;
     }
+    if (stopping) {
+      if (shared->ended) break;
+      if (now - *stopping >= kComputeStopWait) {
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - *stopping).count();
+        if (shared->loaded) {
+          log::warn("{}: stopping without the batch or round in hand, still running {} ms after the stop (one long "
+                    "call: a plan lowering or a long prefill); its answer is not waited for",
+                    me, waited);
+        } else {
+          log::info("{}: stopping while it still loads ({} ms after the stop); the load is not waited for", me,
+                    waited);
+        }
+        break;
+      }
+    }
     backoff.after(active);
   }
   shared->mail.close();
-  if (exit_code != 0) {
-    compute.detach();  // it may be deep in a load; the process ends without waiting for it
-    return exit_code;
-  }
-  // A Shutdown during the load (the job ends before it served: a busy port, another rank's failure)
-  // says goodbye at once instead of after the load; the caller's process ends without waiting for it.
-  if (shared->loaded) {
-    compute.join();
-  } else {
+  // An abnormal end leaves the compute thread wherever it is (deep in a load, say), and so does a stop it
+  // did not answer in time: the caller's process ends without waiting for it.
+  if (exit_code != 0 || !shared->ended) {
     compute.detach();
+    if (exit_code != 0) return exit_code;
+  } else {
+    compute.join();
   }
   // What the compute thread sent last (a peer's final frames) leaves before the goodbye.
   while (auto m = shared->outbox.try_pop()) send(m->dest, m->tag, std::move(m->bytes));

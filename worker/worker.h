@@ -17,8 +17,10 @@ namespace tandem::worker {
 // Runs a worker rank until the coordinator says Shutdown (returns 0 after saying goodbye), says Abort or
 // falls silent for health.dead_after_ms (returns 1; the caller must then end the process without
 // MPI_Finalize). `factory` runs on the compute thread; its failure is reported to the coordinator as
-// LoadFailed. A Shutdown while the factory still runs does not wait for it: the compute thread is left
-// running (it holds only copies), so a process that returns from here ends with std::_Exit.
+// LoadFailed. A Shutdown closes the mailbox and keeps this thread heartbeating and listening while the
+// compute thread ends the unit of work in hand (a load checks Mailbox::closed between its plans); one
+// still busy after a short wait (2 s: a load, a plan lowering, a long prefill) is left running (it holds
+// only copies), so a process that returns from here ends with std::_Exit.
 int run_worker(Transport& transport, const Topology& topology, const config::Health& health,
                RunnerFactory factory);
 // The same for any role: `factory` makes the rank's runner (a scorer's batch loop, a target's rounds, a

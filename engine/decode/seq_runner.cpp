@@ -26,7 +26,7 @@ uint32_t SeqRunner::picks_in(const SeqRows& s, uint32_t begin, uint32_t end) con
   return static_cast<uint32_t>(hi - lo);
 }
 
-Result<size_t> SeqRunner::prepare(uint32_t max_seqs, uint32_t max_rows) {
+Result<size_t> SeqRunner::prepare(uint32_t max_seqs, uint32_t max_rows, const std::function<bool()>& stopping) {
   std::set<ir::Bucket> wanted;
   for (uint32_t k = 1; k <= max_seqs; ++k) {
     for (uint32_t t = k; t <= k * max_rows; ++t) {
@@ -36,7 +36,13 @@ Result<size_t> SeqRunner::prepare(uint32_t max_seqs, uint32_t max_rows) {
     }
   }
   const size_t before = exec_.plans();
+  size_t done = 0;
   for (const ir::Bucket& b : wanted) {
+    if (stopping && stopping()) {
+      return Error::make(ErrorKind::kCancelled, "stopped while warming up stage '{}' ({} of its {} buckets ready)",
+                         stage_, done, wanted.size());
+    }
+    ++done;
     if (Status s = exec_.prepare(b); !s.ok()) {
       return std::move(s).error().context(fmt::format("warming up stage '{}' bucket {}", stage_, ir::to_string(b)));
     }

@@ -62,8 +62,9 @@ class SeqRunner {
   // A server's warm-up: lowers now every bucket that a run of 1..max_seqs sequences of 1..max_rows rows
   // each can pick (each sequence's rows picked all, last or all but one per sequence), so no round
   // pays for a bucket's first use (on CUDA: GEMM probes, timing and graph capture, seconds each).
-  // Returns how many plans were lowered by this call.
-  Result<size_t> prepare(uint32_t max_seqs, uint32_t max_rows);
+  // Returns how many plans were lowered by this call. `stopping` (if set) is asked before each bucket: a
+  // job told to stop while it warms up leaves at the next bucket (kCancelled) instead of after all.
+  Result<size_t> prepare(uint32_t max_seqs, uint32_t max_rows, const std::function<bool()>& stopping = {});
   size_t plans() const { return exec_.plans(); }
   size_t plan_bytes() const { return exec_.plan_bytes(); }
 

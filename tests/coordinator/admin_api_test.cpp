@@ -1,8 +1,8 @@
 // The admin routes (coordinator/admin_api.h) against a fake DrafterAdmin: server.admin decides who may
 // call them (loopback clients only by default: 403 for others; all; off: 404), POST only (405 with
-// Allow), JSON only (415), 404 without drafter ranks, 503 before the scheduler opens; malformed bodies
-// are 400 naming the field; the admin's own refusals (409) pass through, and its answers come back as
-// {"rank", "target", "state", "moving", "to"}.
+// Allow), JSON only (415), 404 without drafter ranks (whatever the method or client), 503 before the
+// scheduler opens; malformed bodies are 400 naming the field; the admin's own refusals (409) pass through,
+// and its answers come back as {"rank", "target", "state", "moving", "to"}.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -113,6 +113,30 @@ TEST(AdminApi, MethodMediaTypeAndReadiness) {
   r = admin_answer(post("/admin/drain", R"({"rank": 2})"), deployment(config::AdminAccess::kLoopback, false), &fake);
   EXPECT_EQ(r.status, 404u);
   EXPECT_EQ(error_of(r)["message"], "/admin/drain is not served here: the deployment has no drafter ranks to drain");
+}
+
+// Without drafter ranks the routes do not exist: 404 for every method, media type and client, as an
+// unknown path (GET used to get 405 and a remote client 403, while POST got 404).
+TEST(AdminApi, WithoutDraftersEveryRequestIs404) {
+  FakeDrafters fake;
+  for (const auto access : {config::AdminAccess::kLoopback, config::AdminAccess::kAll}) {
+    const auto d = deployment(access, false);
+    for (const std::string path : {"/admin/drain", "/admin/undrain"}) {
+      for (const std::string method : {"GET", "POST", "PUT", "DELETE", "HEAD"}) {
+        for (const bool loopback : {true, false}) {
+          HttpRequest r = post(path, "not json", loopback);
+          r.method = method;
+          r.content_type = "text/plain";
+          const HttpResponse answer = admin_answer(r, d, &fake);
+          EXPECT_EQ(answer.status, 404u) << method << " " << path << " loopback " << loopback;
+          EXPECT_TRUE(answer.headers.empty()) << method << " " << path;
+          EXPECT_EQ(error_of(answer)["message"], path + " is not served here: the deployment has no drafter ranks "
+                                                        "to drain");
+        }
+      }
+    }
+  }
+  EXPECT_EQ(fake.last.first, -1);
 }
 
 TEST(AdminApi, MalformedBodiesNameTheField) {

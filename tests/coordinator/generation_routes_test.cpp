@@ -1,7 +1,7 @@
 // Api (coordinator/routes.h) with the generation routes: before open_generation() a scoring-only
 // deployment answers them 404; once opened, Api forwards them to the GenerationApi (Content-Type
 // checked first), /v1/models lists the generation model beside the scorer, and /health says
-// "degraded" naming a pairing the scheduler reported.
+// "degraded" naming a pairing the scheduler reported. Routes a job does not serve are 404 for any method.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -83,6 +83,50 @@ TEST(GenerationRoutes, ApiForwardsOnceOpened) {
             std::string::npos);
   server->stop();
   batcher.stop(unavailable("test over"));
+}
+
+// A route the deployment does not serve answers 404 whatever the method, as an unknown path does: the
+// generation routes of a scoring job, the scoring routes of a generation job, /admin/drain without
+// drafter ranks. (The method used to be checked first on the last two: GET got 405, POST 404.)
+TEST(GenerationRoutes, RoutesAJobDoesNotServeAre404WhateverTheMethod) {
+  const std::string models = TANDEM_SOURCE_DIR "/models/";
+  const std::string generation_yaml = "server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
+                                      "models:\n  target: {dir: " + models + "pylm}\n  drafter: {dir: " + models +
+                                      "pylm-dflash}\nranks:\n  - role: coordinator\n  - role: generator\n";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> jobs = {
+      {kYaml, {"/v1/completions", "/v1/chat/completions", "/admin/drain", "/admin/undrain", "/v2/nothing"}},
+      {generation_yaml, {"/v1/decide", "/v1/score", "/admin/drain", "/admin/undrain", "/v2/nothing"}}};
+  for (const auto& [yaml, paths] : jobs) {
+    auto d = config::parse_deployment(yaml, "test.yaml", "/");
+    ASSERT_TRUE(d.ok()) << d.error().message();
+    const config::Deployment deployment = std::move(d).value();
+    const auto buckets = config::serving_buckets(deployment).value();
+    const auto topology = worker::Topology::make(deployment, 0, 2).value();
+    RankTable ranks(topology, 2);
+    Metrics metrics;
+    worker::BlockingQueue<Dispatch> outbox;
+    Batcher batcher(deployment, buckets, ranks, outbox, metrics);
+    Api api(deployment, buckets, batcher, ranks, metrics);
+    auto s = HttpServer::start(deployment.server, deployment.limits, api);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    auto server = std::move(s).value();
+    for (const std::string& path : paths) {
+      for (const std::string method : {"GET", "POST", "PUT", "HEAD"}) {
+        HttpConnection c(server->port());
+        const bool head = method == "HEAD";
+        ASSERT_TRUE(c.send_raw(HttpConnection::request_text(method, path, method == "POST" ? "{}" : "")));
+        auto r = c.read_reply(5000ms, head);
+        ASSERT_TRUE(r) << method << " " << path;
+        EXPECT_EQ(r->status, 404) << method << " " << path << ": " << r->body;
+        EXPECT_EQ(r->headers.count("allow"), 0u) << method << " " << path;
+        if (!head) {
+          EXPECT_EQ(json::parse(r->body)["error"]["type"], "not_found") << method << " " << path;
+        }
+      }
+    }
+    server->stop();
+    batcher.stop(unavailable("test over"));
+  }
 }
 
 }  // namespace

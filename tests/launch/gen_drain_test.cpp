@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/loadgen_http.h"
-#include "tests/launch/plain_decoding.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -24,18 +24,11 @@ using loadgen::HttpConnection;
 using loadgen::HttpReply;
 using nlohmann::json;
 
-const std::string kModels = TANDEM_SOURCE_DIR "/models/";
 constexpr uint32_t kMaxTokens = 64;
 
 std::string deployment() {
-  return "server: {host: 127.0.0.1, port: 0}\n"
-         "backend: {name: cpu, threads: 1}\n"
-         "models:\n"
-         "  target: {dir: " + kModels + "pylm}\n"
-         "  drafter: {dir: " + kModels + "pylm-dflash}\n"
-         "generation: {slots: 4, kv_capacity: 512, block_size: 8}\n"
-         "health: {heartbeat_ms: 100, dead_after_ms: 3000}\n"
-         "ranks:\n  - role: coordinator\n  - role: target\n  - role: drafter\n  - role: drafter\n";
+  return pylm_deployment("{slots: 4, kv_capacity: 512, block_size: 8}", {"target", "drafter", "drafter"},
+                         "health: {heartbeat_ms: 100, dead_after_ms: 3000}\n");
 }
 
 struct Sampling {

@@ -11,14 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/launch/service_job.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
 
 using nlohmann::json;
-
-const std::string kModels = TANDEM_SOURCE_DIR "/models/";
 
 json last_json_line(const std::string& text) {
   std::istringstream in(text);
@@ -29,28 +27,14 @@ json last_json_line(const std::string& text) {
   return found.empty() ? json() : json::parse(found, nullptr, false);
 }
 
-// `tandem generate` prints one indented object; the log around it holds other lines.
-json last_json_object(const std::string& text) {
-  const size_t begin = text.rfind("\n{\n") == std::string::npos ? text.find("{\n") : text.rfind("\n{\n") + 1;
-  const size_t end = text.rfind("\n}");
-  if (begin == std::string::npos || end == std::string::npos || end < begin) return json();
-  return json::parse(text.substr(begin, end + 2 - begin), nullptr, false);
-}
-
 struct Prompts {
   std::vector<std::vector<uint32_t>> ids;
   std::string file;
 };
 
 Prompts write_prompts(const TempDir& dir) {
-  std::ifstream ev_in(kModels + "pylm-dflash/eval.json");
-  const json ev = json::parse(ev_in);
-  Prompts p{ev.at("prompts").get<std::vector<std::vector<uint32_t>>>(), (dir.path() / "prompts.txt").string()};
-  std::ofstream out(p.file);
-  for (const auto& ids : p.ids) {
-    for (size_t i = 0; i < ids.size(); ++i) out << (i ? "," : "") << ids[i];
-    out << "\n";
-  }
+  Prompts p{held_out_prompts(), (dir.path() / "prompts.txt").string()};
+  write_prompt_file(p.file, p.ids);
   return p;
 }
 

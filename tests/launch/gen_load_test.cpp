@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/loadgen_http.h"
-#include "tests/launch/service_job.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -18,7 +18,6 @@ using namespace std::chrono_literals;
 using loadgen::HttpConnection;
 using nlohmann::json;
 
-const std::string kModels = TANDEM_SOURCE_DIR "/models/";
 constexpr uint32_t kMaxTokens = 8;
 constexpr size_t kRequests = 10000;
 constexpr size_t kConnections = 64;
@@ -30,29 +29,19 @@ struct Sampling {
 const std::vector<Sampling> kSamplings = {{"0", 0}, {"0.8", 7}, {"0.8", 99}};
 
 std::string deployment() {
-  return "server: {host: 127.0.0.1, port: 0}\n"
-         "backend: {name: cpu, threads: 1}\n"
-         "models:\n"
-         "  target: {dir: " + kModels + "pylm}\n"
-         "  drafter: {dir: " + kModels + "pylm-dflash}\n"
-         "generation: {slots: 32, kv_capacity: 128, block_size: 2}\n"
-         "ranks:\n  - role: coordinator\n  - role: generator\n  - role: generator\n";
+  return pylm_deployment("{slots: 32, kv_capacity: 128, block_size: 2}", {"generator", "generator"});
 }
 
 // pylm-dflash's held-out prompts cut to every length from 2 to 33 tokens: 256 distinct prompts, one a
 // line, as `tandem generate --prompt-file` and tandem-gen-loadgen read them. (Short prompts and block 2
 // keep 10,000 requests within minutes on 2 shared cores: prefill and verify are most of a rank's time.)
 std::filesystem::path write_prompts(const TempDir& dir) {
-  std::ifstream in(kModels + "pylm-dflash/eval.json");
-  const auto held_out = json::parse(in).at("prompts").get<std::vector<std::vector<uint32_t>>>();
-  const auto file = dir.path() / "prompts.txt";
-  std::ofstream out(file);
-  for (const auto& p : held_out) {
-    for (size_t len = 2; len <= std::min<size_t>(33, p.size()); ++len) {
-      for (size_t i = 0; i < len; ++i) out << (i ? "," : "") << p[i];
-      out << "\n";
-    }
+  std::vector<std::vector<uint32_t>> cut;
+  for (const auto& p : held_out_prompts()) {
+    for (size_t len = 2; len <= std::min<size_t>(33, p.size()); ++len) cut.emplace_back(p.begin(), p.begin() + len);
   }
+  const auto file = dir.path() / "prompts.txt";
+  write_prompt_file(file, cut);
   return file;
 }
 
@@ -64,10 +53,7 @@ std::filesystem::path expectations(const TempDir& dir, const std::filesystem::pa
                         std::to_string(s.seed), "--threads", "2"},
                        dir.path() / "generate.log");
   EXPECT_EQ(r.code, 0) << r.output;
-  // The JSON runs from its last line that is "{" to the last "}" (the log shares the file).
-  const size_t last = r.output.rfind("\n{\n");
-  const size_t begin = last == std::string::npos ? r.output.find("{\n") : last + 1;
-  std::ofstream(log) << r.output.substr(begin, r.output.rfind("\n}") + 2 - begin);
+  std::ofstream(log) << last_json_text(r.output);
   return log;
 }
 
@@ -84,8 +70,7 @@ json load(const TempDir& dir, uint16_t port, const std::filesystem::path& prompt
   }
   auto r = run_command(argv, dir.path() / "loadgen.log", 600s);
   code = r.code;
-  const size_t begin = r.output.find('{');
-  const json j = begin == std::string::npos ? json() : json::parse(r.output.substr(begin), nullptr, false);
+  const json j = json_from_first_brace(r.output);
   EXPECT_TRUE(j.is_object()) << r.output;
   std::fprintf(stderr, "%s\n", r.output.c_str());
   return j.is_object() ? j : json::object();

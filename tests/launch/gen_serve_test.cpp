@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/loadgen_http.h"
-#include "tests/launch/plain_decoding.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -21,19 +21,11 @@ using loadgen::HttpConnection;
 using loadgen::HttpReply;
 using nlohmann::json;
 
-const std::string kModels = TANDEM_SOURCE_DIR "/models/";
 constexpr uint32_t kMaxTokens = 40;
 
 std::string deployment() {
-  return "server: {host: 127.0.0.1, port: 0}\n"
-         "backend: {name: cpu, threads: 1}\n"
-         "models:\n"
-         "  scorer: {dir: " + kModels + "decision-tickets}\n"
-         "  target: {dir: " + kModels + "pylm}\n"
-         "  drafter: {dir: " + kModels + "pylm-dflash}\n"
-         "generation: {slots: 3, kv_capacity: 512, block_size: 8}\n"
-         "health: {heartbeat_ms: 100, dead_after_ms: 1500}\n"
-         "ranks:\n  - role: coordinator\n  - role: scorer\n  - role: generator\n";
+  return pylm_deployment("{slots: 3, kv_capacity: 512, block_size: 8}", {"scorer", "generator"},
+                         "health: {heartbeat_ms: 100, dead_after_ms: 1500}\n");
 }
 
 // The completion's token ids: from the whole answer, or joined from the SSE chunks (which must end

@@ -1,7 +1,8 @@
 // The tandem binary's commands without a serving job: `tandem generate` refuses what the target cannot
 // take (a prompt or prompt + --max-tokens past max_position_embeddings) and malformed --prompt-ids;
 // `tandem launch --dry-run` adds --oversubscribe itself when one machine has fewer cores than ranks and
-// prints only the mpirun command on stdout (the plan is logged on stderr);
+// prints only the mpirun command on stdout (the plan is logged on stderr); a stop that does not finish
+// within --stop-timeout is ended, and a third signal kills mpirun and its ranks (a stand-in mpirun);
 // and MpiOutputFilter drops Open MPI's noise and nothing else; with --drafter-quantization int8/int4 the
 // shipped drafters' speculative output equals plain greedy decoding, and a quantized checkpoint refuses
 // 'none'.
@@ -12,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/mpi_output_filter.h"
-#include "tests/launch/service_job.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -68,19 +69,11 @@ TEST(Generate, RefusesEmptyPromptIdEntries) {
   EXPECT_EQ(spaced.code, 0) << spaced.output;
 }
 
-std::string deployment(int scorers) {
-  std::string yaml = "server: {host: 127.0.0.1, port: 0}\nbackend: {name: cpu, threads: 1}\n"
-                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny}\nranks:\n"
-                     "  - role: coordinator\n";
-  for (int i = 0; i < scorers; ++i) yaml += "  - role: scorer\n";
-  return yaml;
-}
-
 // More ranks than any machine's cores: --oversubscribe, said so; two ranks fit every test machine: none.
 // With a hostfile the slots decide, and a shortage is refused in tandem's words.
 TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
   TempDir dir;
-  std::ofstream(dir.path() / "many.yaml") << deployment(1023);
+  std::ofstream(dir.path() / "many.yaml") << cpu_deployment(1023);
   auto many = run_command({TANDEM_BINARY, "launch", "--config", (dir.path() / "many.yaml").string(), "--dry-run"},
                           dir.path() / "many.log");
   EXPECT_EQ(many.code, 0) << many.output;
@@ -89,7 +82,7 @@ TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
   EXPECT_NE(many.output.find("cores of this machine: passing --oversubscribe to mpirun"), std::string::npos);
   EXPECT_NE(many.output.find("--bind-to none -x NCCL_NVLS_ENABLE --oversubscribe "), std::string::npos);
 
-  std::ofstream(dir.path() / "two.yaml") << deployment(1);
+  std::ofstream(dir.path() / "two.yaml") << cpu_deployment(1);
   auto two = run_command({TANDEM_BINARY, "launch", "--config", (dir.path() / "two.yaml").string(), "--dry-run"},
                          dir.path() / "two.log");
   EXPECT_EQ(two.code, 0) << two.output;
@@ -109,7 +102,7 @@ TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
 TEST(Launch, DryRunPrintsOnlyTheCommandOnStdout) {
   TempDir dir;
   const auto yaml = dir.path() / "two.yaml";
-  std::ofstream(yaml) << deployment(1);
+  std::ofstream(yaml) << cpu_deployment(1);
   const auto err = dir.path() / "stderr.log";
   auto r = run_command({"/bin/sh", "-c",
                         std::string("exec \"$0\" launch --config \"$1\" --exit-dir \"$2\" --dry-run -- --mca btl "
@@ -132,6 +125,77 @@ TEST(Launch, DryRunPrintsOnlyTheCommandOnStdout) {
                            "tandem launch: the coordinator will listen on http://127.0.0.1:<a free port>\n"}) {
     EXPECT_NE(logs.find(line), std::string::npos) << line << "\n" << logs;
   }
+}
+
+// `tandem launch --mpirun SCRIPT`: a stand-in for mpirun that ignores the signals named in `ignored`
+// (trap syntax: "USR1", "USR1 TERM") and starts one "rank" of its own, in a session of its own as
+// Open MPI's ranks are, which ignores SIGTERM and writes its pid to rank.pid. Returns the launcher's pid.
+pid_t launch_stuck_job(const TempDir& dir, const std::string& ignored, const std::vector<std::string>& extra) {
+  const auto script = dir.path() / "mpirun.sh";
+  std::ofstream(script) << "#!/bin/sh\ntrap '' " << ignored << "\n"
+                        << "setsid sh -c 'trap \"\" TERM; echo $$ > " << (dir.path() / "rank.pid").string()
+                        << "; while :; do sleep 0.1; done' &\nwhile :; do sleep 0.1; done\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  std::ofstream(dir.path() / "job.yaml") << cpu_deployment(1);
+  std::vector<std::string> argv = {TANDEM_BINARY, "launch", "--config", (dir.path() / "job.yaml").string(),
+                                   "--exit-dir", dir.path().string(), "--mpirun", script.string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const pid_t pid = spawn(argv, dir.path() / "launch.log");
+  for (int i = 0; i < 100 && !std::filesystem::exists(dir.path() / "rank.pid"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pid;
+}
+
+// A stop that does not finish within --stop-timeout (a rank stuck where it cannot hear it) is ended as
+// a second Ctrl-C would end it: SIGTERM to mpirun, exit 130, said so.
+TEST(Launch, AStopPastStopTimeoutEndsTheJob) {
+  TempDir dir;
+  const pid_t launcher = launch_stuck_job(dir, "USR1", {"--stop-timeout", "1"});
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(launcher, SIGINT), 0);
+  auto code = wait_exit(launcher, std::chrono::milliseconds(15000));
+  const std::string out = read_text(dir.path() / "launch.log");
+  ASSERT_TRUE(code) << out;
+  EXPECT_EQ(*code, 130) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << out;
+  EXPECT_NE(out.find("tandem launch: SIGINT: stopping the job"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: the job has not stopped 1 s after the stop request (--stop-timeout): ending the "
+                     "job now (SIGTERM to mpirun)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("tandem launch: the job was ended before it stopped cleanly (exit 130)"), std::string::npos)
+      << out;
+  const pid_t rank = std::stoi(read_text(dir.path() / "rank.pid"));
+  kill(rank, SIGKILL);  // mpirun's SIGTERM would have reached a real rank; this stand-in leaves it
+}
+
+// Signals move the end on a step each: the orderly stop, SIGTERM to mpirun, then SIGKILL to mpirun and
+// its ranks on this machine, which ends even a job that ignores SIGTERM; 128 + SIGTERM when SIGTERM
+// started it.
+TEST(Launch, AThirdSignalKillsMpirunAndItsRanks) {
+  TempDir dir;
+  const pid_t launcher = launch_stuck_job(dir, "USR1 TERM", {});
+  const pid_t rank = std::stoi(read_text(dir.path() / "rank.pid"));
+  for (int sig : {SIGTERM, SIGINT, SIGINT}) {
+    ASSERT_EQ(kill(launcher, sig), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  auto code = wait_exit(launcher, std::chrono::milliseconds(5000));
+  const std::string out = read_text(dir.path() / "launch.log");
+  ASSERT_TRUE(code) << out;
+  EXPECT_EQ(*code, 143) << out;
+  EXPECT_NE(out.find("tandem launch: SIGINT again: ending the job now (SIGTERM to mpirun)"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: SIGINT again: killing mpirun and its ranks on this machine (SIGKILL)"),
+            std::string::npos)
+      << out;
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    gone = kill(rank, 0) != 0 || read_text("/proc/" + std::to_string(rank) + "/stat").find(" Z ") != std::string::npos;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "the rank outlived the launcher";
+  if (!gone) kill(rank, SIGKILL);
 }
 
 // Open MPI 4.1's messages as mpirun printed them in a failing job.
@@ -166,30 +230,24 @@ TEST(MpiOutputFilter, DropsOpenMpisNoiseAndKeepsEverythingElse) {
   EXPECT_TRUE(slots.slots_short());
 }
 
-// The JSON a `tandem generate` run printed (stdout and stderr share the log: from the line that opens it).
-nlohmann::json generated(const CommandResult& r) {
-  const size_t at = r.output.rfind("\n{\n");
-  return nlohmann::json::parse(r.output.substr(at == std::string::npos ? 0 : at + 1), nullptr, false);
-}
-
 TEST(Generate, QuantizedDrafterOutputEqualsPlainGreedy) {
   TempDir dir;
-  const std::string target = TANDEM_SOURCE_DIR "/models/pylm";
+  const std::string target = kModels + "pylm";
   const std::vector<std::string> common = {TANDEM_BINARY, "generate", "--target", target, "--prompt-ids",
                                            "40,41,42,43,44,45,46,47", "--max-tokens", "24", "--ignore-eos",
                                            "--threads", "2"};
   const CommandResult plain = run_command(common, dir.path() / "plain.log");
   ASSERT_EQ(plain.code, 0) << plain.output;
-  const nlohmann::json want = generated(plain);
+  const nlohmann::json want = last_json_object(plain.output);
   ASSERT_FALSE(want.is_discarded()) << plain.output;
   for (const std::string drafter : {"pylm-dflash", "pylm-dflash2"}) {
     for (const std::string q : {"int8", "int4"}) {
       std::vector<std::string> args = common;
-      args.insert(args.end(), {"--drafter", TANDEM_SOURCE_DIR "/models/" + drafter, "--drafter-quantization", q,
+      args.insert(args.end(), {"--drafter", kModels + drafter, "--drafter-quantization", q,
                                "--block", "8"});
       const CommandResult r = run_command(args, dir.path() / (drafter + "-" + q + ".log"));
       ASSERT_EQ(r.code, 0) << r.output;
-      const nlohmann::json got = generated(r);
+      const nlohmann::json got = last_json_object(r.output);
       ASSERT_FALSE(got.is_discarded()) << r.output;
       EXPECT_EQ(got.at("mode"), "speculative");
       EXPECT_EQ(got.at("drafter_quantization"), q);

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/loadgen_http.h"
-#include "tests/launch/service_job.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -25,7 +25,6 @@ using namespace std::chrono_literals;
 using loadgen::HttpConnection;
 using nlohmann::json;
 
-const std::string kModels = TANDEM_SOURCE_DIR "/models/";
 const std::string kRsh = TANDEM_SOURCE_DIR "/tests/launch/netns_rsh.sh";
 constexpr uint32_t kMaxTokens = 24;
 
@@ -125,15 +124,8 @@ ino_t netns_inode(const std::string& path) {
 }
 
 std::string deployment() {
-  return "server: {host: 127.0.0.1, port: 0}\n"
-         "backend: {name: cpu, threads: 1}\n"
-         "models:\n"
-         "  scorer: {dir: " + kModels + "decision-tickets}\n"
-         "  target: {dir: " + kModels + "pylm}\n"
-         "  drafter: {dir: " + kModels + "pylm-dflash}\n"
-         "generation: {slots: 3, kv_capacity: 512, block_size: 8}\n"
-         "health: {heartbeat_ms: 100, dead_after_ms: 3000}\n"
-         "ranks:\n  - role: coordinator\n  - role: target\n  - role: drafter\n  - role: scorer\n";
+  return pylm_deployment("{slots: 3, kv_capacity: 512, block_size: 8}", {"target", "drafter", "scorer"},
+                         "health: {heartbeat_ms: 100, dead_after_ms: 3000}\n");
 }
 
 struct Answers {
@@ -153,8 +145,7 @@ void ask(uint16_t port, Answers& out) {
   ASSERT_TRUE(d) << "no answer to /v1/decide";
   ASSERT_EQ(d->status, 200) << d->body;
   out.decide = json::parse(d->body).at("answers");
-  std::ifstream ev(kModels + "pylm-dflash/eval.json");
-  const auto prompts = json::parse(ev).at("prompts").get<std::vector<std::vector<uint32_t>>>();
+  const auto prompts = held_out_prompts();
   for (const float temperature : {0.0f, 0.8f}) {
     for (const auto& p : prompts) {
       const json body = {{"prompt", p},     {"max_tokens", kMaxTokens}, {"temperature", temperature},

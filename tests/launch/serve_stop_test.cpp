@@ -1,8 +1,10 @@
 // How a serving job under `tandem launch` ends, as a user meets it: Ctrl-C (SIGINT to the launcher's
 // process group) or SIGTERM to the launcher alone, under load, finishes the work in hand and exits 0
-// with no request lost, the port free at once and no rank left; a busy port ends the job at once with
-// one line and no Open MPI noise, before any worker has loaded; the shipped CPU example runs on this
-// machine as the README shows it, without --oversubscribe.
+// with no request lost, the port free at once and no rank left; Ctrl-C while a rank is inside one long
+// call (a long prefill here, a plan lowering on a GPU) still stops cleanly in bounded time, and a second
+// Ctrl-C ends the job at once; a busy port ends the job at once with one line and no Open MPI noise,
+// before any worker has loaded; the shipped CPU example runs on this machine as the README shows it,
+// without --oversubscribe.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -10,7 +12,7 @@
 #include <future>
 
 #include "bench/loadgen_http.h"
-#include "tests/launch/service_job.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -19,41 +21,15 @@ using namespace std::chrono_literals;
 using loadgen::HttpConnection;
 using nlohmann::json;
 
-const std::string kModel = TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny";
-
-// Short sequences of the decision fixture and `tandem score`'s answers to them, as loadgen files.
-std::pair<std::string, std::string> pool_files(const TempDir& dir) {
-  std::ifstream in(TANDEM_SOURCE_DIR "/tests/fixtures/decision/reference.json");
-  const json ref = json::parse(in);
-  json seqs = json::array();
-  for (const json& batch : ref.at("batches")) {
-    for (const json& s : batch.at("sequences")) {
-      if (s.at("ids").size() <= 40) seqs.push_back({{"ids", s.at("ids")}, {"markers", s.at("markers")}, {"qtype", s.at("qtype")}});
-    }
-  }
-  const auto input = dir.path() / "pool.json";
-  std::ofstream(input) << json{{"sequences", seqs}}.dump();
-  auto r = run_command({TANDEM_BINARY, "score", "--model", kModel, "--input", input.string(), "--threads", "1"},
-                       dir.path() / "score.log");
-  EXPECT_EQ(r.code, 0) << r.output;
-  const json want = json::parse(r.output.substr(r.output.find('{'))).at("sequences");
-  const auto expect = dir.path() / "expect.json";
-  std::ofstream(expect) << json{{"sequences", want}}.dump();
-  return {input.string(), expect.string()};
-}
-
 // A closed loop of checked requests that runs until the server refuses connections.
 std::future<std::pair<int, json>> load_until_stopped(const TempDir& dir, uint16_t port) {
-  const auto [input, expect] = pool_files(dir);
+  const auto [input, expect] = score_pool_files(dir);
   return std::async(std::launch::async, [&dir, port, input = input, expect = expect] {
     auto r = run_command({TANDEM_LOADGEN, "--url", "http://127.0.0.1:" + std::to_string(port), "--input", input,
                           "--expect", expect, "--requests", "200000", "--connections", "16", "--per-request", "2",
                           "--allow", "503", "--timeout-ms", "20000", "--until-refused"},
                          dir.path() / "loadgen.log", 120s);
-    json summary;
-    const auto begin = r.output.find('{');
-    if (begin != std::string::npos) summary = json::parse(r.output.substr(begin), nullptr, false);
-    return std::make_pair(r.code, summary);
+    return std::make_pair(r.code, json_from_first_brace(r.output));
   });
 }
 
@@ -139,6 +115,91 @@ TEST(ServeStop, ABusyPortEndsTheJobAtOnceWithOneLine) {
   EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
 }
 
+// A generator rank (models/pylm + models/pylm-dflash, CPU) with room for 64 prompts of 900 tokens: one
+// round that admits them all is one long call on the rank (a prefill of about half a minute on one
+// core), as a cold plan's lowering or a warm-up bucket is on a GPU.
+std::string long_call_deployment() {
+  return pylm_deployment("{slots: 64, kv_capacity: 1024, block_size: 16}", {"generator"},
+                         "limits: {request_timeout_ms: 600000}\n");
+}
+
+// 64 concurrent completions of 900-token prompts; each future gets its answer (nullopt: none came).
+std::vector<std::future<std::optional<loadgen::HttpReply>>> long_prefill(uint16_t port) {
+  std::vector<std::future<std::optional<loadgen::HttpReply>>> replies;
+  for (int i = 0; i < 64; ++i) {
+    json prompt = json::array();
+    for (int t = 0; t < 900; ++t) prompt.push_back(4 + (i * 131 + t * 17) % 6000);
+    const std::string body = json{{"prompt", prompt}, {"max_tokens", 8}}.dump();
+    replies.push_back(std::async(std::launch::async, [port, body] {
+      HttpConnection c(port);
+      return c.request("POST", "/v1/completions", body, 120s);
+    }));
+  }
+  return replies;
+}
+
+// Ctrl-C while the generator rank is inside that call: the job keeps to the stop policy (the work in
+// hand gets 10 s, then 503), the rank keeps heartbeating and says goodbye without waiting for the call,
+// and the job exits 0 in bounded time with a line saying what was left. (Before, the rank fell silent
+// until the call ended: declared dead, no goodbye, exit 1.)
+TEST(ServeStop, CtrlCWhileARankIsInOneLongCallStopsCleanlyInBoundedTime) {
+  ServiceJob job(long_call_deployment());
+  auto port = job.wait_listening();
+  ASSERT_TRUE(port) << job.output();
+  auto replies = long_prefill(*port);
+  std::this_thread::sleep_for(3s);  // every request is in, and the rank is in the round that admits them
+  const auto stop = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(-job.launcher(), SIGINT), 0);
+  auto code = job.wait(60s);
+  const auto took = std::chrono::steady_clock::now() - stop;
+  ASSERT_TRUE(code) << job.output();
+  const std::string out = job.output();
+  EXPECT_EQ(*code, 0) << out;
+  EXPECT_LT(took, 25s) << out;
+  EXPECT_NE(out.find("stopping: what was not finished within 10 s is answered 503: 64 generation requests"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("rank 1 (generator, cpu): stopping without the batch or round in hand"), std::string::npos)
+      << "the rank was not in one long call: the test did not test it\n" << out;
+  EXPECT_EQ(out.find("is dead"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: the job stopped cleanly"), std::string::npos) << out;
+  EXPECT_EQ(mpi_noise(out), "") << out;
+  EXPECT_TRUE(port_is_free(*port));
+  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
+  // Every request was answered, as the stop policy says: 503, the server is shutting down.
+  for (auto& r : replies) {
+    auto reply = r.get();
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 503) << reply->body;
+    EXPECT_NE(reply->body.find("the server is shutting down"), std::string::npos) << reply->body;
+  }
+}
+
+// A second Ctrl-C does not wait for the orderly stop: the job ends within seconds, 130 (128 + SIGINT),
+// saying so, and no rank is left.
+TEST(ServeStop, ASecondCtrlCEndsTheJobAtOnce) {
+  ServiceJob job(long_call_deployment());
+  auto port = job.wait_listening();
+  ASSERT_TRUE(port) << job.output();
+  auto replies = long_prefill(*port);
+  std::this_thread::sleep_for(3s);
+  ASSERT_EQ(kill(-job.launcher(), SIGINT), 0);
+  std::this_thread::sleep_for(1s);
+  const auto again = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(-job.launcher(), SIGINT), 0);
+  auto code = job.wait(30s);
+  ASSERT_TRUE(code) << job.output();
+  const std::string out = job.output();
+  EXPECT_LT(std::chrono::steady_clock::now() - again, 15s) << out;
+  EXPECT_EQ(*code, 130) << out;
+  EXPECT_NE(out.find("tandem launch: SIGINT again: ending the job now (SIGTERM to mpirun)"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: the job was ended before it stopped cleanly (exit 130)"), std::string::npos)
+      << out;
+  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
+  EXPECT_TRUE(job.processes("mpirun").empty()) << out;
+  for (auto& r : replies) r.wait();  // answered or cut off: the job is gone
+}
+
 // config/examples/cpu.yaml as shipped (a scorer and a generator rank; only the port, and the model paths
 // it finds from its own folder, changed for a test machine), run as the README shows: `tandem launch
 // --config`, no flags.
@@ -148,7 +209,7 @@ TEST(ServeStop, TheShippedCpuExampleRunsWithoutFlags) {
   text << in.rdbuf();
   std::string yaml = text.str();
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"port: 8080", "port: 0"},
-                                 {"dir: ../../models/decision-tickets", "dir: " + kModel},
+                                 {"dir: ../../models/decision-tickets", "dir: " + kDecisionTiny},
                                  {"dir: ../../models/pylm\n", "dir: " TANDEM_SOURCE_DIR "/models/pylm\n"},
                                  {"dir: ../../models/pylm-dflash2", "dir: " TANDEM_SOURCE_DIR "/models/pylm-dflash2"}}) {
     const size_t at = yaml.find(from);

@@ -14,7 +14,7 @@
 #include <future>
 
 #include "bench/loadgen_http.h"
-#include "tests/launch/service_job.h"
+#include "tests/launch/job_inputs.h"
 
 namespace tandem::testing {
 namespace {
@@ -23,33 +23,6 @@ using namespace std::chrono_literals;
 using loadgen::HttpConnection;
 using loadgen::HttpReply;
 using nlohmann::json;
-
-const std::string kModel = TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny";
-
-// Every sequence of the decision fixture (the model's reference inputs), as a `tandem score` input.
-json fixture_sequences(size_t max_tokens = 100000) {
-  std::ifstream in(TANDEM_SOURCE_DIR "/tests/fixtures/decision/reference.json");
-  const json ref = json::parse(in);
-  json seqs = json::array();
-  for (const json& batch : ref.at("batches")) {
-    for (const json& s : batch.at("sequences")) {
-      if (s.at("ids").size() > max_tokens) continue;
-      seqs.push_back({{"ids", s.at("ids")}, {"markers", s.at("markers")}, {"qtype", s.at("qtype")}});
-    }
-  }
-  return seqs;
-}
-
-// `tandem score` on a file of sequences: its "sequences" list.
-json tandem_score(const TempDir& dir, const json& input) {
-  const auto in = dir.path() / "score-input.json";
-  std::ofstream(in) << input.dump();
-  auto r = run_command({TANDEM_BINARY, "score", "--model", kModel, "--input", in.string(), "--threads", "1"},
-                       dir.path() / "score.log");
-  EXPECT_EQ(r.code, 0) << r.output;
-  const auto begin = r.output.find('{');
-  return json::parse(r.output.substr(begin)).at("sequences");
-}
 
 std::optional<HttpReply> post(uint16_t port, const std::string& target, const std::string& body) {
   HttpConnection c(port);
@@ -99,7 +72,7 @@ TEST(Serve, AnswersEqualTandemScore) {
 
   // /v1/decide on the sample questions: the laid-out sequences are the fixture's, so the answers are
   // `tandem score`'s on tests/fixtures/decision-tiny/sample.json.
-  std::ifstream sample_in(kModel + "/sample.json");
+  std::ifstream sample_in(kDecisionTiny + "/sample.json");
   const json sample = json::parse(sample_in);
   const json decide = {{"state",
                         "Customer email: my order 4521 arrived broken and I want a refund, not a replacement. "
@@ -293,21 +266,7 @@ std::pair<int, json> loadgen(const TempDir& dir, uint16_t port, std::vector<std:
   argv.insert(argv.end(), args.begin(), args.end());
   static int n = 0;
   auto r = run_command(argv, dir.path() / ("loadgen-" + std::to_string(n++) + ".log"));
-  json summary;
-  const auto begin = r.output.find('{');
-  if (begin != std::string::npos) summary = json::parse(r.output.substr(begin), nullptr, false);
-  return {r.code, summary};
-}
-
-// A short-sequence pool and `tandem score`'s answers to it, as files for the load generator.
-std::pair<std::string, std::string> pool_files(const TempDir& dir) {
-  const json pool = {{"sequences", fixture_sequences(40)}};
-  EXPECT_GE(pool.at("sequences").size(), 20u);
-  const auto input = dir.path() / "pool.json";
-  std::ofstream(input) << pool.dump();
-  const auto expect = dir.path() / "expect.json";
-  std::ofstream(expect) << json{{"sequences", tandem_score(dir, pool)}}.dump();
-  return {input.string(), expect.string()};
+  return {r.code, json_from_first_brace(r.output)};
 }
 
 TEST(Serve, TenThousandRequestsOverSixtyFourConnections) {
@@ -315,7 +274,7 @@ TEST(Serve, TenThousandRequestsOverSixtyFourConnections) {
   auto port = job.wait_listening();
   ASSERT_TRUE(port) << job.output();
   TempDir dir;
-  const auto [input, expect] = pool_files(dir);
+  const auto [input, expect] = score_pool_files(dir);
   auto [code, summary] = loadgen(dir, *port, {"--input", input, "--expect", expect, "--requests", "10000",
                                               "--connections", "64", "--per-request", "2"});
   EXPECT_EQ(code, 0) << summary.dump(2);
@@ -332,7 +291,7 @@ TEST(Serve, AFullQueueAnswers429NotHangs) {
   auto port = job.wait_listening();
   ASSERT_TRUE(port) << job.output();
   TempDir dir;
-  const auto [input, expect] = pool_files(dir);
+  const auto [input, expect] = score_pool_files(dir);
   auto [code, summary] = loadgen(dir, *port, {"--input", input, "--expect", expect, "--requests", "1500",
                                               "--connections", "64", "--per-request", "4", "--allow", "429",
                                               "--timeout-ms", "20000"});
@@ -351,7 +310,7 @@ TEST(Serve, AWorkerKilledUnderLoad) {
   auto port = job.wait_listening();
   ASSERT_TRUE(port) << job.output();
   TempDir dir;
-  const auto [input, expect] = pool_files(dir);
+  const auto [input, expect] = score_pool_files(dir);
   auto load = std::async(std::launch::async, [&, in = input, ex = expect] {
     return loadgen(dir, *port, {"--input", in, "--expect", ex, "--requests", "100000", "--connections", "64",
                                 "--allow", "503", "--timeout-ms", "7000"});

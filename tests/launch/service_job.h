@@ -158,14 +158,8 @@ class ServiceJob {
   // tandem binary for the launcher and the ranks).
   std::vector<pid_t> processes(const std::string& program) const {
     std::vector<pid_t> out;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::string cmdline = read_text(entry.path() / "cmdline");
-      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-      if (cmdline.rfind(program, 0) == 0 && cmdline.find(config_.string()) != std::string::npos) {
-        out.push_back(static_cast<pid_t>(std::stol(name)));
-      }
+    for (const Process& p : job_processes()) {
+      if (p.cmdline.rfind(program, 0) == 0) out.push_back(p.pid);
     }
     return out;
   }
@@ -173,23 +167,16 @@ class ServiceJob {
   // by MPI rank; empty slots for ranks not found.
   std::vector<pid_t> ranks() const {
     std::vector<pid_t> out;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::string cmdline = read_text(entry.path() / "cmdline");
-      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-      if (cmdline.find(" serve ") == std::string::npos || cmdline.find(config_.string()) == std::string::npos ||
-          cmdline.find("mpirun") != std::string::npos) {
-        continue;
-      }
-      std::string environ = read_text(entry.path() / "environ");
+    for (const Process& p : job_processes()) {
+      if (p.cmdline.find(" serve ") == std::string::npos || p.cmdline.find("mpirun") != std::string::npos) continue;
+      std::string environ = read_text(p.proc / "environ");
       const std::string key = std::string(1, '\0') + "OMPI_COMM_WORLD_RANK=";
       environ.insert(0, 1, '\0');
       const size_t at = environ.find(key);
       if (at == std::string::npos) continue;
       const size_t rank = std::stoul(environ.substr(at + key.size()));
       if (out.size() <= rank) out.resize(rank + 1, 0);
-      out[rank] = static_cast<pid_t>(std::stol(name));
+      out[rank] = p.pid;
     }
     return out;
   }
@@ -200,6 +187,25 @@ class ServiceJob {
   }
 
  private:
+  struct Process {
+    pid_t pid = 0;
+    std::filesystem::path proc;  // its /proc folder
+    std::string cmdline;         // arguments joined by spaces
+  };
+  // Every process whose command line names this job's file.
+  std::vector<Process> job_processes() const {
+    std::vector<Process> out;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = read_text(entry.path() / "cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.find(config_.string()) == std::string::npos) continue;
+      out.push_back({static_cast<pid_t>(std::stol(name)), entry.path(), std::move(cmdline)});
+    }
+    return out;
+  }
+
   TempDir dir_;
   std::filesystem::path config_;
   std::filesystem::path log_;
@@ -231,17 +237,6 @@ inline std::string mpi_noise(const std::string& output) {
     if (output.find(noise) != std::string::npos) return noise;
   }
   return "";
-}
-
-// A CPU deployment of the decision-tiny fixture model: the coordinator and `scorers` scorer ranks with
-// one thread each, port 0, and `extra` YAML sections appended (limits, health, ...).
-inline std::string cpu_deployment(int scorers, const std::string& extra = "") {
-  std::string yaml = "server: {host: 127.0.0.1, port: 0}\n"
-                     "backend: {name: cpu, threads: 1}\n"
-                     "models:\n  scorer: {dir: " TANDEM_SOURCE_DIR "/tests/fixtures/decision-tiny}\n" +
-                     extra + "ranks:\n  - role: coordinator\n";
-  for (int i = 0; i < scorers; ++i) yaml += "  - role: scorer\n";
-  return yaml;
 }
 
 }  // namespace tandem::testing

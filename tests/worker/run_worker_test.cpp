@@ -189,6 +189,64 @@ TEST(RunWorker, AbortEndsItAtOnceEvenWhileLoading) {
   EXPECT_EQ(result.get(), 1);
 }
 
+// A stop that finds the rank inside one long call (a plan lowering, a long prefill): it keeps
+// heartbeating and says goodbye within the coordinator's wait for it, instead of falling silent until
+// the call ends (it was then declared dead, and the job ended non-zero).
+TEST(RunWorker, ShutdownDuringALongBatchStillSaysGoodbyeInTime) {
+  auto world = make_local_world(2);
+  const auto d = two_rank_deployment();
+  auto result = start_worker(world, d, fake_runner(6s));
+  Coordinator c{*world[0]};
+  ASSERT_TRUE(std::holds_alternative<Ready>(c.expect(Tag::kStatus)));
+  RunBatch rb{1, {}};
+  rb.batch.add_sequence({4, 5}, {1}, 0);
+  c.send(rb);
+  std::this_thread::sleep_for(200ms);  // the batch is running
+  const auto stop = std::chrono::steady_clock::now();
+  c.send(Shutdown{});
+  c.beats = 0;
+  auto bye = c.expect(Tag::kStatus, 4000ms);
+  const auto took = std::chrono::steady_clock::now() - stop;
+  EXPECT_TRUE(std::holds_alternative<Bye>(bye));
+  EXPECT_GE(took, 1900ms);  // the batch got its chance to end
+  EXPECT_LT(took, 3000ms);  // and was not waited for: the coordinator waits 5 s for goodbyes
+  // A 20 ms beat all along: never silent for dead_after_ms (300 ms here).
+  EXPECT_GE(c.beats, 40);
+  ASSERT_EQ(result.wait_for(3s), std::future_status::ready);
+  EXPECT_EQ(result.get(), 0);
+}
+
+// A load told to stop leaves at its next unit of work (as a warm-up between plans) and says goodbye
+// at once; the cut-short load is not reported as a load failure.
+TEST(RunWorker, ShutdownDuringALoadEndsItAtTheNextUnit) {
+  auto world = make_local_world(2);
+  const auto d = two_rank_deployment();
+  auto topo = Topology::make(d, 1, 2);
+  ASSERT_TRUE(topo.ok());
+  auto units = std::make_shared<std::atomic<int>>(0);
+  RankFactory slow_load = [units](Mailbox& mail, Outbox&) -> Result<std::unique_ptr<RankRunner>> {
+    for (int i = 0; i < 200; ++i, ++*units) {
+      if (mail.closed()) return Error::make(ErrorKind::kCancelled, "stopped after {} units", i);
+      std::this_thread::sleep_for(20ms);
+    }
+    return serve_batches(std::make_unique<FakeRunner>(0ms));
+  };
+  auto result = std::async(std::launch::async, [&world, topo = *topo, health = d.health, slow_load] {
+    return run_worker(*world[1], topo, health, slow_load);
+  });
+  Coordinator c{*world[0]};
+  c.expect(Tag::kWorkerBeat);  // it is up and loading
+  std::this_thread::sleep_for(200ms);
+  const auto stop = std::chrono::steady_clock::now();
+  c.send(Shutdown{});
+  auto bye = c.expect(Tag::kStatus, 2000ms);
+  EXPECT_TRUE(std::holds_alternative<Bye>(bye)) << "a load failure was reported";
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, 500ms);
+  ASSERT_EQ(result.wait_for(1s), std::future_status::ready);
+  EXPECT_EQ(result.get(), 0);
+  EXPECT_LT(units->load(), 50);
+}
+
 TEST(RunWorker, IgnoresGarbageAndStrangers) {
   auto world = make_local_world(3);
   config::Deployment d = two_rank_deployment();

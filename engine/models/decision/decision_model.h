@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,8 +82,9 @@ class Scorer {
                                                 const ir::BucketTable& table);
   // Checks the batch (ir::check) and runs it; a batch larger than the largest bucket is a kCapacity error.
   Result<ScoreOutputs> score(const ir::Batch& batch);
-  // Lowers every bucket of the stage now, so no request pays for lowering.
-  Status warm_up();
+  // Lowers every bucket of the stage now, so no request pays for lowering. `stopping` (if set) is asked
+  // before each bucket: a job told to stop leaves at the next one (kCancelled).
+  Status warm_up(const std::function<bool()>& stopping = {});
   const DecisionModel& model() const { return model_; }
   size_t weight_bytes() const;
   size_t plan_bytes() const;

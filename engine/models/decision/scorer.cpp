@@ -52,13 +52,19 @@ Result<ScoreOutputs> Scorer::score(const ir::Batch& batch) {
   return result;
 }
 
-Status Scorer::warm_up() {
+Status Scorer::warm_up(const std::function<bool()>& stopping) {
   // One line with each bucket's lowering time: on a GPU this is most of a worker's start-up.
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   const auto start = Clock::now();
   std::string each;
-  for (const ir::Bucket& b : table_.stage(kStage)) {
+  const auto& buckets = table_.stage(kStage);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const ir::Bucket& b = buckets[i];
+    if (stopping && stopping()) {
+      return Error::make(ErrorKind::kCancelled, "stopped while lowering the scorer plans ({} of {} ready)", i,
+                         buckets.size());
+    }
     const auto t0 = Clock::now();
     TANDEM_TRY(executor_.prepare(b));
     each += fmt::format("{}{} {:.1f} s", each.empty() ? "" : ", ", ir::to_string(b), seconds(Clock::now() - t0));

@@ -99,9 +99,9 @@ Result<std::unique_ptr<Drafter>> Drafter::create(ir::Backend& backend, std::shar
   return d;
 }
 
-Result<size_t> Drafter::prepare_rounds(uint32_t seqs, uint32_t block) {
-  TANDEM_ASSIGN(const size_t settles, settle_runner_.prepare(seqs, block));
-  TANDEM_ASSIGN(const size_t blocks, block_runner_.prepare(seqs, block));
+Result<size_t> Drafter::prepare_rounds(uint32_t seqs, uint32_t block, const std::function<bool()>& stopping) {
+  TANDEM_ASSIGN(const size_t settles, settle_runner_.prepare(seqs, block, stopping));
+  TANDEM_ASSIGN(const size_t blocks, block_runner_.prepare(seqs, block, stopping));
   return settles + blocks;
 }
 

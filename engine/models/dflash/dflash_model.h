@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -161,8 +162,8 @@ class Drafter {
   decode::CacheSlots& context() { return context_; }
   const decode::CacheSlots& context() const { return context_; }
   // Lowers every settle and block plan a round of up to `seqs` requests can use (blocks of up to
-  // `block` rows, settles of 1..block accepted rows each).
-  Result<size_t> prepare_rounds(uint32_t seqs, uint32_t block);
+  // `block` rows, settles of 1..block accepted rows each). `stopping`: as SeqRunner::prepare's.
+  Result<size_t> prepare_rounds(uint32_t seqs, uint32_t block, const std::function<bool()>& stopping = {});
   size_t plans() const { return settle_runner_.plans() + block_runner_.plans(); }
   size_t plan_bytes() const { return settle_runner_.plan_bytes() + block_runner_.plan_bytes(); }
 

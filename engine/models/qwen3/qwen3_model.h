@@ -99,7 +99,10 @@ class Target {
   Status forward_keeping_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
   // Lowers every plan a round of up to `seqs` requests of up to `rows` new rows each can use (decode:
   // 1 row, verify: the block); prompts longer than that still lower their bucket on first use.
-  Result<size_t> prepare_rounds(uint32_t seqs, uint32_t rows) { return runner_.prepare(seqs, rows); }
+  // `stopping`: as SeqRunner::prepare's (asked between buckets).
+  Result<size_t> prepare_rounds(uint32_t seqs, uint32_t rows, const std::function<bool()>& stopping = {}) {
+    return runner_.prepare(seqs, rows, stopping);
+  }
   size_t plans() const { return runner_.plans(); }
   size_t plan_bytes() const { return runner_.plan_bytes(); }
   ir::Backend& backend() const { return backend_; }

@@ -106,6 +106,26 @@ TEST(DecisionScorer, RejectsBadBatchesAndBatchesPastEveryBucket) {
   EXPECT_FALSE(Scorer::create(**model, *backend, *no_stage).ok());
 }
 
+// A job told to stop while the scorer warms up leaves at the next bucket, not after all of them.
+TEST(DecisionScorer, WarmUpStopsBetweenBuckets) {
+  auto model = DecisionModel::from_parts(to_source(tiny_tensors()), tiny_encoder(), tiny_laya());
+  ASSERT_TRUE(model.ok());
+  auto table = ir::BucketTable::parse("compat 16 2 4\ncompat 32 4 8\n", "test buckets");
+  ASSERT_TRUE(table.ok());
+  auto backend = cpu::make_cpu_backend(1);
+  auto scorer = Scorer::create(**model, *backend, *table);
+  ASSERT_TRUE(scorer.ok());
+  int asked = 0;
+  Status stopped = (*scorer)->warm_up([&] { return ++asked > 1; });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error().kind(), ErrorKind::kCancelled);
+  EXPECT_EQ(stopped.error().message(), "stopped while lowering the scorer plans (1 of 2 ready)");
+  const size_t one = (*scorer)->plan_bytes();
+  EXPECT_GT(one, 0u);
+  ASSERT_TRUE((*scorer)->warm_up().ok());
+  EXPECT_GT((*scorer)->plan_bytes(), one);
+}
+
 TEST(DecisionScorer, CalibrateIsTemperedSoftmax) {
   const std::vector<float> z = {1.0f, 2.0f, -0.5f};
   const std::vector<float> p = calibrate(z, 2.0f);

@@ -161,6 +161,26 @@ TEST_F(TargetRunsTest, PrepareRoundsLowersEveryPlanARoundUses) {
   EXPECT_EQ(target->plans(), 7u);
 }
 
+// A stop during the warm-up is noticed between plans: it ends at the next one (kCancelled, saying how
+// far it got), and a later warm-up lowers only what is left.
+TEST_F(TargetRunsTest, PrepareRoundsStopsBetweenPlans) {
+  auto table = ir::BucketTable::parse(
+      "target 2 1 2\ntarget 4 1 4\ntarget 4 2 4\ntarget 8 2 8\ntarget 8 4 8\ntarget 16 4 16\ntarget 32 4 32\n",
+      "small");
+  ASSERT_TRUE(table.ok());
+  auto target = make(&*table);
+  int asked = 0;
+  auto stopped = target->prepare_rounds(3, 4, [&] { return ++asked > 2; });  // told to stop after two plans
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error().kind(), ErrorKind::kCancelled);
+  EXPECT_EQ(stopped.error().message(), "stopped while warming up stage 'target' (2 of its 6 buckets ready)");
+  EXPECT_EQ(asked, 3);
+  EXPECT_EQ(target->plans(), 2u);
+  auto rest = target->prepare_rounds(3, 4, [] { return false; });
+  ASSERT_TRUE(rest.ok()) << rest.error().message();
+  EXPECT_EQ(*rest, 4u);
+}
+
 TEST_F(TargetRunsTest, ChunkedPrefillEqualsOneRun) {
   auto table = ir::BucketTable::parse("target 4 1 4\ntarget 8 2 8\n", "small");
   ASSERT_TRUE(table.ok());
