@@ -130,6 +130,7 @@ __device__ __forceinline__ void reject_row(const RejectSampleArgs& a) {
   q.ld = words[2];
   q.t = static_cast<double>(temperature);
   if (kind == kProposalDense) {
+    // INVARIANT: the values hold `drafts` rows of q.ld floats (ir::check), i < drafts.
     q.y = reinterpret_cast<const float*>(values) + static_cast<unsigned long long>(i) * q.ld;
     unsigned top = 0;
     visit_row(q.y, q.ld, q.width, [&](float v, unsigned) { top = max_u(top, order_key(v)); });
@@ -141,6 +142,7 @@ __device__ __forceinline__ void reject_row(const RejectSampleArgs& a) {
   } else {
     q.dense = false;
     if (threadIdx.x == 0) {  // at most kTopKMax candidates (a TopK's: distinct ids), sorted by id
+      // INVARIANT: candidates and q hold `drafts` rows (ir::check) of width <= kTopKMax (CudaPlan::check_batch).
       const unsigned* c = reinterpret_cast<const unsigned*>(cands) + static_cast<unsigned long long>(i) * words[6];
       const float* qv = reinterpret_cast<const float*>(values) + static_cast<unsigned long long>(i) * q.ld;
       for (unsigned k = 0; k < q.width; ++k) {

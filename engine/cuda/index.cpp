@@ -124,6 +124,8 @@ void put_address(uint32_t* w, const void* data) {
 }  // namespace
 
 void fill_proposals(const IndexLayout& l, const ir::Batch& batch, uint32_t* w) {
+  // INVARIANT: w holds l.words u32 and the batch fits the bucket l was made for, so each sequence's
+  // kProposalWords lie inside the table; the addresses are the batch's own (CudaPlan::check_batch).
   for (uint32_t s = 0; s < batch.seqs(); ++s) {
     uint32_t* p = w + l.proposals + size_t{kernels::kProposalWords} * s;
     std::memset(p, 0, kernels::kProposalWords * sizeof(uint32_t));
