@@ -338,8 +338,9 @@ struct TopKArgs {
   unsigned k;                // 1 <= k <= min(columns, kTopKMax)
 };
 
-// out[p] = sample_token(x[p, 0 : columns), sampling[s], start[s] + prow[p] − cu[s] + 1) for pick p of
-// sequence s (pcu[s] <= p < pcu[s + 1]), on the real picks.
+// out[p] = sample_token(x[p, 0 : columns), sampling[s], start[s] + prow[p] − cu[s] + fill, stream) for pick
+// p of sequence s (pcu[s] <= p < pcu[s + 1]), on the real picks: fill 1 and ir::Stream::kTarget for a
+// target's rows, 0 and kDraft for a drafter's block rows.
 struct SampleArgs {
   unsigned* out;             // [picks] token ids
   const float* x;            // [picks, ld]
@@ -348,6 +349,33 @@ struct SampleArgs {
   const unsigned* pcu;       // [seqs + 1]
   const unsigned* start;     // [seqs]
   const unsigned* sampling;  // [seqs][4]: temperature and top_p as f32 bits, the seed's low and high words
+  const unsigned* n;
+  unsigned ld;
+  unsigned columns;
+  unsigned stream;           // ir::Stream of the draw
+  unsigned fill;             // the filled position's offset from the row's
+};
+
+// ---- rejection sampling (graph.h RejectSample; engine/ir/reject.h defines it) ----
+
+// A sequence's proposals as kProposalWords index words (index_impl.h fill_proposals): the values' address
+// (two words), row stride and width, the candidates' address (two words) and row stride, and the kind.
+enum : unsigned { kProposalWords = 8, kProposalNone = 0, kProposalDense = 1, kProposalSparse = 2 };
+// Two passes over Sample's ids, in place. reject_sample_f32_u32 (one block of kSampleThreads per pick row)
+// writes over each draft row's token kRejectAccepted, or the row's residual sample when its draft is
+// rejected; reject_commit_u32 (one thread per sequence) puts the draft tokens in place of the marks up to
+// the first rejection and kRejectNone (ir::kNoToken) after it. The last row keeps Sample's token: the bonus.
+enum : unsigned { kRejectAccepted = 0xfffffffeu, kRejectNone = 0xffffffffu };
+struct RejectSampleArgs {
+  unsigned* ids;             // [picks]: Sample's tokens, rewritten in place
+  const float* x;            // [picks, ld]: the target's logits
+  const unsigned* tokens;    // [tokens]: a sequence's drafts are its rows 1..
+  const unsigned* prow;      // [picks]
+  const unsigned* cu;        // [seqs + 1]
+  const unsigned* pcu;       // [seqs + 1]
+  const unsigned* start;     // [seqs]
+  const unsigned* sampling;  // [seqs][4], as SampleArgs
+  const unsigned* proposals; // [seqs][kProposalWords]
   const unsigned* n;
   unsigned ld;
   unsigned columns;

@@ -6,6 +6,7 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/tensor_core.cuh
   ${CMAKE_CURRENT_LIST_DIR}/attention.cuh
   ${CMAKE_CURRENT_LIST_DIR}/choice_keys.cuh
+  ${CMAKE_CURRENT_LIST_DIR}/nucleus.cuh
   ${CMAKE_CURRENT_LIST_DIR}/qgemm.cuh
   ${CMAKE_CURRENT_LIST_DIR}/act_features.cu
   ${CMAKE_CURRENT_LIST_DIR}/add_type.cu
@@ -34,4 +35,5 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/qgemm.cu
   ${CMAKE_CURRENT_LIST_DIR}/qgemm_tc.cu
   ${CMAKE_CURRENT_LIST_DIR}/selector_walk.cu
+  ${CMAKE_CURRENT_LIST_DIR}/reject_sample.cu
 )

@@ -187,4 +187,5 @@ TK_DEV void for_each_chunk(unsigned rows, unsigned width, F&& f) {
 #include "tensor_core.cuh"
 #include "attention.cuh"
 #include "choice_keys.cuh"
+#include "nucleus.cuh"
 #include "qgemm.cuh"

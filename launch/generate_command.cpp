@@ -186,7 +186,10 @@ Result<nlohmann::ordered_json> run_generate(const GenerateArgs& a) {
   TANDEM_ASSIGN(bo.precision, ir::parse_precision(a.precision.empty() ? (a.backend == "cuda" ? "bf16" : "f32")
                                                                       : a.precision));
   TANDEM_ASSIGN(auto backend, backends::make_backend(bo));
-  const bool host_logits = mode == spec::VerifyMode::kReject && a.temperature > 0.0f;
+  // Rejection sampling runs on the target's device (RejectSample) when the drafter shares it, as every
+  // backend but the CPU reference lets it (spec::tap_route); on the CPU it reads the logits on the host.
+  const bool host_logits = mode == spec::VerifyMode::kReject && a.temperature > 0.0f &&
+                           backend->caps().name == "cpu";
   models::qwen3::TargetOptions topt{taps, slots, static_cast<uint32_t>(capacity), nullptr, host_logits};
   TANDEM_ASSIGN(auto target, models::qwen3::Target::open(*backend, a.target, topt));
   std::unique_ptr<models::dflash::Drafter> drafter;

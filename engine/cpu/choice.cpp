@@ -1,10 +1,12 @@
 // Ops over picked rows (graph.h): PickRows gathers them; Argmax, TopK and Sample choose tokens from
 // logits rows exactly as engine/ir/sampling.h defines, writing ids as u32 bits into the f32 arena;
-// SelectorWalk walks each sequence's pick rows as engine/ir/selector.h defines.
+// SelectorWalk walks each sequence's pick rows as engine/ir/selector.h defines; RejectSample judges each
+// verify block as engine/ir/reject.h does.
 #include <cstring>
 #include <vector>
 
 #include "engine/cpu/ops_impl.h"
+#include "engine/ir/reject.h"
 #include "engine/ir/sampling.h"
 #include "engine/ir/selector.h"
 
@@ -34,13 +36,42 @@ void top_k(const Exec& ex, Mat x, uint32_t columns, uint32_t k, Mat ids, Mat val
   });
 }
 
-void sample(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t columns, Mat out) {
+void sample(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t columns, ir::Stream stream, Mat out) {
+  const uint32_t fill = stream == ir::Stream::kDraft ? 0 : 1;  // graph.h Sample
   for_rows(ex, batch.seqs(), 1, [&](size_t s) {
     const ir::SamplingParams params = batch.sampling.empty() ? ir::SamplingParams{} : batch.sampling[s];
     for (uint32_t p = batch.pcu[s]; p < batch.pcu[s + 1]; ++p) {
       const uint32_t position = batch.seq_start(static_cast<uint32_t>(s)) + batch.picks[p];
-      ids_of(out, p)[0] = ir::sample_token({x.row(p), columns}, params, position + 1);
+      ids_of(out, p)[0] = ir::sample_token({x.row(p), columns}, params, position + fill, stream);
     }
+  });
+}
+
+void reject_sample(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t columns, Mat ids) {
+  for_rows(ex, batch.seqs(), 1, [&](size_t si) {
+    const auto s = static_cast<uint32_t>(si);
+    if (!batch.has_proposals(s)) return;
+    // INVARIANT: ir::check saw every row of the sequence picked, one proposal row per draft (rows 1..),
+    // f32 values and u32 candidates of the widths given, at host addresses (CpuBackend::check_run).
+    const ir::ProposalRows& pr = batch.proposals[s];
+    const ir::SamplingParams params = batch.sampling[s];
+    const uint32_t n = batch.seq_len(s) - 1;
+    std::vector<ir::Distribution> q(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const float* values = static_cast<const float*>(pr.values.data) + size_t{i} * pr.values.stride;
+      if (pr.dense()) {
+        q[i] = ir::tempered({values, pr.values.width}, params.temperature, 1.0f);
+        continue;
+      }
+      const uint32_t* cand = static_cast<const uint32_t*>(pr.ids.data) + size_t{i} * pr.ids.stride;
+      q[i].ids.assign(cand, cand + pr.values.width);
+      q[i].probs.assign(values, values + pr.values.width);
+    }
+    const uint32_t p0 = batch.pcu[s];
+    const std::span<const uint32_t> drafts(batch.ids.data() + batch.cu[s] + 1, n);
+    const ir::RejectVerdict v = ir::reject_block({x.row(p0), size_t{n + 1} * x.width}, x.width, columns, drafts, q,
+                                                 params, batch.seq_start(s));
+    for (uint32_t i = 0; i <= n; ++i) ids_of(ids, p0 + i)[0] = i < v.committed.size() ? v.committed[i] : ir::kNoToken;
   });
 }
 

@@ -130,6 +130,7 @@ Status check_aliasing(const ir::Graph& graph) {
             [](const ir::LayerNorm&) { return true; },
             [](const ir::RmsNorm&) { return true; },
             [](const ir::Tap&) { return true; },
+            [](const ir::RejectSample&) { return true; },
             [](const ir::Gemm& o) { return o.epilogue == ir::Epilogue::kAccumulate; },
             [](const ir::QGemm& o) { return o.epilogue == ir::Epilogue::kAccumulate; },
             [](const ir::DynConv& o) { return o.epilogue == ir::Epilogue::kAccumulate; },
@@ -284,6 +285,12 @@ Status CpuBackend::check_run(const CpuPlan& plan, const ir::Batch& batch, ir::St
     return Error::make(ErrorKind::kInvalidArgument, "batch.features has {} values, the graph reads {}",
                        batch.features.size(), features);
   }
+  for (const ir::ProposalRows& p : batch.proposals) {
+    if (!p.empty() && (p.values.owner != this || (!p.dense() && p.ids.owner != this))) {
+      return Error(ErrorKind::kInvalidArgument, "the batch's proposal rows are held by another backend: rejection "
+                   "sampling reads them where they are");
+    }
+  }
   if (g.caches.empty()) return {};
   cpu_state = dynamic_cast<CpuState*>(state);
   if (cpu_state == nullptr) {
@@ -333,7 +340,8 @@ void CpuBackend::run_op(CpuPlan& plan, size_t index, const ir::Batch& batch, Cpu
           [&](const ir::PickRows& o) { pick_rows(batch, mat(o.h), mat(o.out)); },
           [&](const ir::Argmax& o) { argmax(ex, mat(o.x), o.columns, mat(o.out)); },
           [&](const ir::TopK& o) { top_k(ex, mat(o.x), o.columns, o.k, mat(o.ids), mat(o.values)); },
-          [&](const ir::Sample& o) { sample(ex, batch, mat(o.x), o.columns, mat(o.out)); },
+          [&](const ir::Sample& o) { sample(ex, batch, mat(o.x), o.columns, o.stream, mat(o.out)); },
+          [&](const ir::RejectSample& o) { reject_sample(ex, batch, mat(o.x), o.columns, mat(o.ids)); },
           [&](const ir::SelectorWalk& o) {
             selector_walk(ex, batch, mat(o.cand), mat(o.values), mat(o.sel), values(o.predecessor),
                           values(o.successor), o.softcap, o.multiplier, mat(o.ids), mat(o.q));

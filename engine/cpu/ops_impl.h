@@ -89,7 +89,9 @@ void dyn_conv(const ir::Batch& batch, Mat x, Mat d, const float* base, uint32_t 
 void pick_rows(const ir::Batch& batch, Mat h, Mat out);
 void argmax(const Exec& ex, Mat x, uint32_t columns, Mat out);
 void top_k(const Exec& ex, Mat x, uint32_t columns, uint32_t k, Mat ids, Mat values);
-void sample(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t columns, Mat out);
+void sample(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t columns, ir::Stream stream, Mat out);
+// The proposals' rows are host addresses (this backend's outputs; CpuBackend::check_run).
+void reject_sample(const Exec& ex, const ir::Batch& batch, Mat x, uint32_t columns, Mat ids);
 void selector_walk(const Exec& ex, const ir::Batch& batch, Mat cand, Mat values, Mat sel, const float* pred,
                    const float* succ, float softcap, float multiplier, Mat ids, Mat q);
 

@@ -36,6 +36,7 @@ IndexLayout IndexLayout::for_bucket(const ir::Bucket& b, uint32_t caches) {
   l.caches = take(size_t{4} * caches);
   l.features = take(kernels::kFeatWords);
   l.feat_rows = take(b.tokens);
+  l.proposals = take(size_t{kernels::kProposalWords} * b.seqs);
   l.words = at;
   return l;
 }
@@ -110,6 +111,35 @@ void fill_features(const IndexLayout& l, const ir::Batch& batch, uint32_t* w, co
     }
   }
   for (uint32_t r = 0; r < batch.tokens(); ++r) w[l.feat_rows + r] = device ? batch.feature_rows[r] : r;
+}
+
+namespace {
+
+void put_address(uint32_t* w, const void* data) {
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  w[0] = static_cast<uint32_t>(address);
+  w[1] = static_cast<uint32_t>(static_cast<uint64_t>(address) >> 32);
+}
+
+}  // namespace
+
+void fill_proposals(const IndexLayout& l, const ir::Batch& batch, uint32_t* w) {
+  // INVARIANT: w holds l.words u32 and the batch fits the bucket l was made for, so each sequence's
+  // kProposalWords lie inside the table; the addresses are the batch's own (CudaPlan::check_batch).
+  for (uint32_t s = 0; s < batch.seqs(); ++s) {
+    uint32_t* p = w + l.proposals + size_t{kernels::kProposalWords} * s;
+    std::memset(p, 0, kernels::kProposalWords * sizeof(uint32_t));
+    if (!batch.has_proposals(s)) continue;
+    const ir::ProposalRows& r = batch.proposals[s];
+    put_address(p, r.values.data);
+    p[2] = r.values.stride;
+    p[3] = r.values.width;
+    if (!r.dense()) {
+      put_address(p + 4, r.ids.data);
+      p[6] = r.ids.stride;
+    }
+    p[7] = r.dense() ? kernels::kProposalDense : kernels::kProposalSparse;
+  }
 }
 
 }  // namespace tandem::cuda

@@ -17,12 +17,13 @@
 // sampling[S][4] (temperature and top_p as f32 bits, the seed's low and high words), qtiles[⌈T/16⌉ + S]
 // (each sequence's every 16th row: the decoder attention's query tiles), and at a multiple of 2 words
 // caches[C] (kernels::CacheTable: the bound State's K and V addresses per cache), then Input's feature
-// source (kernels::kFeatWords: address, stride, storage) and feat_rows[T] (each token's source row).
+// source (kernels::kFeatWords: address, stride, storage) and feat_rows[T] (each token's source row), then
+// proposals[S][kernels::kProposalWords] (RejectSample's proposal rows of each sequence).
 namespace tandem::cuda {
 
 struct IndexLayout {
   size_t ids = 0, pos = 0, seq = 0, cu = 0, pcu = 0, prow = 0, qtype = 0, tiles = 0, spans = 0;
-  size_t start = 0, slot = 0, sampling = 0, qtiles = 0, caches = 0, features = 0, feat_rows = 0;
+  size_t start = 0, slot = 0, sampling = 0, qtiles = 0, caches = 0, features = 0, feat_rows = 0, proposals = 0;
   size_t words = 0;
   uint32_t tiles_max = 0;   // attention tiles the bucket can need: ⌈T/64⌉ + S
   uint32_t qtiles_max = 0;  // decoder query tiles: ⌈T/16⌉ + S
@@ -45,5 +46,8 @@ void fill_index(const IndexLayout& layout, const ir::Batch& batch, uint32_t* wor
 // `staging`, the plan's device copy of its host rows (f32, `width` apart, token r at row r).
 void fill_features(const IndexLayout& layout, const ir::Batch& batch, uint32_t* words, const void* staging,
                    uint32_t width);
+
+// RejectSample's proposal rows of each sequence (Batch::proposals; kProposalNone where it has none).
+void fill_proposals(const IndexLayout& layout, const ir::Batch& batch, uint32_t* words);
 
 }  // namespace tandem::cuda

@@ -104,7 +104,9 @@
   X(qgemm_tc_bf16_bf16, QGemmTcArgs, "qgemm_tc.cu")                         \
   X(qgemm_tc_bf16_f32, QGemmTcArgs, "qgemm_tc.cu")                          \
   X(qgemm_tc_f32_bf16, QGemmTcArgs, "qgemm_tc.cu")                          \
-  X(selector_walk_f32_u32, SelectorWalkArgs, "selector_walk.cu")
+  X(selector_walk_f32_u32, SelectorWalkArgs, "selector_walk.cu")                       \
+  X(reject_sample_f32_u32, RejectSampleArgs, "reject_sample.cu")                        \
+  X(reject_commit_u32, RejectSampleArgs, "reject_sample.cu")
 
 namespace tandem::cuda {
 
@@ -128,7 +130,7 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
                                 kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
                                 kernels::GemmDecodeArgs, kernels::QGemmArgs, kernels::QGemmTcArgs,
-                                kernels::SelectorWalkArgs>;
+                                kernels::SelectorWalkArgs, kernels::RejectSampleArgs>;
 
 struct KernelInfo {
   const char* entry;

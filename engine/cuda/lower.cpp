@@ -59,6 +59,7 @@ class Lowering {
   Status lower(size_t i, const ir::TopK& o);
   Status lower(size_t i, const ir::Sample& o);
   Status lower(size_t i, const ir::SelectorWalk& o);
+  Status lower(size_t i, const ir::RejectSample& o);
   // The ops this backend does not run yet: supports() refuses them before lowering starts.
   Status not_run(size_t i, const ir::Op& op) const;
   // Index past the Rope ops starting at i that the attention after them absorbs; i when not fusable.
@@ -608,7 +609,16 @@ Status Lowering::lower(size_t i, const ir::TopK& o) {
 Status Lowering::lower(size_t i, const ir::Sample& o) {
   TANDEM_ASSIGN(const Loc x, loc(o.x));
   TANDEM_ASSIGN(const Loc out, loc(o.out));
-  return add(sample_step(ctx_, x, o.columns, out), label(i, o));
+  return add(sample_step(ctx_, x, o.columns, out, o.stream), label(i, o));
+}
+
+Status Lowering::lower(size_t i, const ir::RejectSample& o) {
+  TANDEM_ASSIGN(const Loc x, loc(o.x));
+  TANDEM_ASSIGN(const Loc ids, loc(o.ids));
+  auto steps = reject_sample_steps(ctx_, x, o.columns, ids);
+  if (!steps.ok()) return std::move(steps).error().context(label(i, o));
+  for (KernelStep& s : *steps) TANDEM_TRY(add(std::move(s), label(i, o)));
+  return {};
 }
 
 Status Lowering::lower(size_t i, const ir::SelectorWalk& o) {

@@ -85,6 +85,16 @@ Status CudaPlan::check_batch(const ir::Batch& batch, const CudaState* state) con
                        batch.tokens(), batch.seqs(), batch.num_picks(), ir::to_string(bucket_));
   }
   TANDEM_TRY(check_features(batch));
+  for (const ir::ProposalRows& p : batch.proposals) {
+    if (!p.empty() && (p.values.owner != owner_ || (!p.dense() && p.ids.owner != owner_))) {
+      return Error(ErrorKind::kInvalidArgument, "the batch's proposal rows are held by another backend: rejection "
+                   "sampling reads them on this device");
+    }
+    if (!p.empty() && !p.dense() && p.values.width > kernels::kTopKMax) {
+      return Error::make(ErrorKind::kUnsupported, "proposals over {} candidates (rejection sampling takes up to {})",
+                         p.values.width, static_cast<unsigned>(kernels::kTopKMax));
+    }
+  }
   if (cache_widths_.empty()) {
     if (state != nullptr || !batch.start.empty() || !batch.slot.empty()) {
       return Error(ErrorKind::kInvalidArgument, "this graph has no caches: run it without a State or start/slot");
@@ -167,6 +177,7 @@ Status CudaPlan::run(const ir::Batch& batch, const CudaState* state, ir::Outputs
   TANDEM_TRY(device_->activate());
   const BoundCaches bound = state == nullptr ? BoundCaches{} : BoundCaches{state->table().data(), state->capacity()};
   fill_index(index_, batch, index_host_.as<uint32_t>(), bound);
+  fill_proposals(index_, batch, index_host_.as<uint32_t>());
   if (feature_width_ > 0) {
     fill_features(index_, batch, index_host_.as<uint32_t>(), features_dev_.data(), feature_width_);
     if (!batch.device_features() && !batch.features.empty()) {

@@ -1,5 +1,7 @@
 // Launchers of the token-choice kernel families (steps_impl.h): argmax, top_k, sample, each one block per
-// logits row, and the DFlash 2 selector walk, one block per sequence. Element types, widths and the column and k limits are checked here, at lowering.
+// logits row, the DFlash 2 selector walk, one block per sequence, and rejection sampling (a block per row,
+// then a thread per sequence). Element types, widths and the column and k limits are checked here, at
+// lowering.
 #include <algorithm>
 
 #include "engine/cuda/steps_impl.h"
@@ -62,7 +64,8 @@ Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t colum
   return s;
 }
 
-Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out) {
+Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out,
+                               ir::Stream stream) {
   if (x.rows != ir::Rows::kPicks) return mismatch("sample", "logits " + x.describe() + " must be pick rows");
   TANDEM_TRY(check_choice("sample", x, columns, out, 1));
   KernelStep s;
@@ -78,8 +81,39 @@ Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t colu
                                c.ix.sampling,
                                c.ix.n,
                                x.width,
-                               columns};
+                               columns,
+                               static_cast<unsigned>(stream),
+                               stream == ir::Stream::kDraft ? 0u : 1u};  // graph.h Sample's filled position
   return s;
+}
+
+Result<std::vector<KernelStep>> reject_sample_steps(const StepContext& c, const Loc& x, uint32_t columns,
+                                                    const Loc& ids) {
+  if (x.rows != ir::Rows::kPicks) return mismatch("reject_sample", "logits " + x.describe() + " must be pick rows");
+  TANDEM_TRY(check_choice("reject_sample", x, columns, ids, 1));
+  const kernels::RejectSampleArgs args{static_cast<unsigned*>(ids.ptr),
+                                       static_cast<const float*>(x.ptr),
+                                       c.ix.ids,
+                                       c.ix.prow,
+                                       c.ix.cu,
+                                       c.ix.pcu,
+                                       c.ix.start,
+                                       c.ix.sampling,
+                                       c.ix.proposals,
+                                       c.ix.n,
+                                       x.width,
+                                       columns};
+  std::vector<KernelStep> steps(2);
+  steps[0].id = KernelId::reject_sample_f32_u32;
+  steps[0].grid = dim3(row_blocks(c, x.rows));
+  steps[0].block = dim3(kernels::kSampleThreads);
+  steps[0].args = args;
+  // One thread per sequence: a block of 32 covers up to 32 sequences.
+  steps[1].id = KernelId::reject_commit_u32;
+  steps[1].grid = dim3((row_blocks(c, ir::Rows::kSeqs) + 31) / 32);
+  steps[1].block = dim3(32);
+  steps[1].args = args;
+  return steps;
 }
 
 Result<KernelStep> selector_walk_step(const StepContext& c, const Loc& cand, const Loc& values, const Loc& sel,

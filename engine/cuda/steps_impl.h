@@ -66,6 +66,7 @@ struct IndexPtrs {
   const kernels::CacheTable* caches = nullptr;
   const unsigned* features = nullptr;
   const unsigned* feat_rows = nullptr;
+  const unsigned* proposals = nullptr;
 };
 // INVARIANT: `base` is a device buffer of layout.words u32 filled by fill_index, so every table offset
 // lies inside it.
@@ -75,7 +76,7 @@ inline IndexPtrs index_pointers(const IndexLayout& l, const unsigned* base) {
                    base + l.tiles, base + l.spans,    base + l.start, base + l.slot,
                    base + l.sampling, base + l.qtiles,
                    reinterpret_cast<const kernels::CacheTable*>(base + l.caches),
-                   base + l.features, base + l.feat_rows};
+                   base + l.features, base + l.feat_rows, base + l.proposals};
 }
 
 struct StepContext {
@@ -158,7 +159,12 @@ Result<std::vector<KernelStep>> cache_attention_steps(const StepContext& c, cons
 Result<KernelStep> argmax_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
 Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k, const Loc& ids,
                               const Loc& values);
-Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out);
+Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out,
+                               ir::Stream stream = ir::Stream::kTarget);
+// RejectSample: FP32 logits over pick rows and Sample's U32 ids, rewritten in place; two launches (the
+// rows' tests and residual samples, then each sequence's commit).
+Result<std::vector<KernelStep>> reject_sample_steps(const StepContext& c, const Loc& x, uint32_t columns,
+                                                    const Loc& ids);
 // The DFlash 2 selector walk over U32 candidates and FP32 values, sel and q (k <= kTopKMax), codebooks as
 // FP32 [vocab, sel width] rows; ids U32, one per pick row.
 Result<KernelStep> selector_walk_step(const StepContext& c, const Loc& cand, const Loc& values, const Loc& sel,

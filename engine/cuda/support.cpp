@@ -73,6 +73,7 @@ struct Support {
     return yes();
   }
   Status operator()(const ir::Sample&) const { return yes(); }
+  Status operator()(const ir::RejectSample&) const { return yes(); }
   Status operator()(const ir::SelectorWalk& o) const {
     const uint32_t k = graph.info(o.cand).width;
     if (k > kernels::kTopKMax) {

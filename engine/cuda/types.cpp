@@ -59,6 +59,7 @@ std::vector<Dt> value_types(const ir::Graph& graph, ir::Precision precision) {
       f32(tk->values);
     }
     if (const auto* sm = std::get_if<ir::Sample>(&op)) f32(sm->x);
+    if (const auto* rs = std::get_if<ir::RejectSample>(&op)) f32(rs->x);
     if (const auto* sw = std::get_if<ir::SelectorWalk>(&op)) {
       f32(sw->values);
       f32(sw->sel);

@@ -54,6 +54,12 @@ bool SeqRunner::fits(uint32_t tokens, uint32_t seqs, uint32_t picks) const {
   return table_.smallest(stage_, tokens, seqs, picks).ok();
 }
 
+uint32_t SeqRunner::seqs_per_run(uint32_t rows, uint32_t picks) const {
+  uint32_t k = 0;
+  while (fits((k + 1) * rows, k + 1, (k + 1) * picks)) ++k;
+  return k;
+}
+
 Status SeqRunner::check_seqs(std::span<const SeqRows> seqs, const CacheSlots& caches) const {
   const uint32_t fw = exec_.graph().feature_width;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -152,14 +158,16 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
       const uint32_t left = rows_of(seqs[i]) - done[i];
       if (left == 0) continue;
       uint32_t n = left;
+      // RejectSample judges a verify block in one run.
+      const bool split = split_ && seqs[i].proposals.empty();
       while (n > 0 && !fits(tokens + n, static_cast<uint32_t>(chunks.size() + 1),
                             picks + picks_in(seqs[i], done[i], done[i] + n))) {
-        n = split_ ? n / 2 : 0;
+        n = split ? n / 2 : 0;
       }
       if (n == 0) {
         if (chunks.empty()) {
           return Error::make(ErrorKind::kCapacity, "no '{}' bucket holds {} rows of sequence {}{}", stage_, left, i,
-                             split_ ? "" : " in one batch");
+                             split ? "" : " in one batch");
         }
         continue;
       }
@@ -185,6 +193,8 @@ Status SeqRunner::run_chunks(std::span<const SeqRows> seqs, const std::vector<Ch
   const ir::Graph& g = exec_.graph();
   const uint32_t fw = g.feature_width;
   batch_.clear();
+  bool proposals = false;
+  for (const Chunk& c : chunks) proposals = proposals || !seqs[c.seq].proposals.empty();
   std::vector<uint32_t> ids, picked;
   for (const Chunk& c : chunks) {
     const SeqRows& s = seqs[c.seq];
@@ -198,6 +208,7 @@ Status SeqRunner::run_chunks(std::span<const SeqRows> seqs, const std::vector<Ch
     batch_.start.push_back(starts[c.seq] + c.begin);
     batch_.slot.push_back(s.slot);
     batch_.sampling.push_back(s.sampling);
+    if (proposals) batch_.proposals.push_back(s.proposals);
     if (fw > 0 && s.device_features.data != nullptr) {
       for (uint32_t r = 0; r < c.rows; ++r) batch_.feature_rows.push_back(feature_first_[c.seq] + c.begin + r);
       batch_.feature_source = feature_source_;

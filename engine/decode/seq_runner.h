@@ -28,6 +28,9 @@ struct SeqRows {
   std::span<const uint32_t> picks;    // ascending rows whose pick-row outputs are wanted (logit rows)
   bool commit = true;                 // advance the slot's length past the rows (false: transient rows)
   ir::SamplingParams sampling;        // for the graph's Sample ops
+  // A verify block's proposals for the graph's RejectSample (one row per draft: rows 1.. of ids, every row
+  // picked); such a sequence never splits over runs.
+  ir::ProposalRows proposals = {};
 };
 
 // One sequence's share of each host output (Placement::kHost), in Graph::outputs order: its token rows,
@@ -65,6 +68,8 @@ class SeqRunner {
   // Returns how many plans were lowered by this call. `stopping` (if set) is asked before each bucket: a
   // job told to stop while it warms up leaves at the next bucket (kCancelled) instead of after all.
   Result<size_t> prepare(uint32_t max_seqs, uint32_t max_rows, const std::function<bool()>& stopping = {});
+  // The most sequences of `rows` rows and `picks` picks each that one run holds (0: not even one).
+  uint32_t seqs_per_run(uint32_t rows, uint32_t picks) const;
   size_t plans() const { return exec_.plans(); }
   size_t plan_bytes() const { return exec_.plan_bytes(); }
 

@@ -28,6 +28,7 @@ void Batch::clear() {
   feature_source = {};
   feature_rows.clear();
   sampling.clear();
+  proposals.clear();
 }
 
 namespace {
@@ -51,6 +52,42 @@ Status check_offsets(const std::vector<uint32_t>& off, const char* name, size_t 
   return {};
 }
 // Device feature rows: one per token, inside the source, of the graph's width and a float storage.
+// RejectSample's proposals (batch.h): a sequence with them picks all its rows, samples, and has one
+// proposal row per draft of f32 values (and u32 candidates as wide).
+Status check_proposals(const Batch& b) {
+  if (b.proposals.empty()) return {};
+  const size_t seqs = b.qtype.size();
+  if (b.proposals.size() != seqs) {
+    return bad(fmt::format("proposals has {} entries, expected one per sequence ({})", b.proposals.size(), seqs));
+  }
+  for (uint32_t s = 0; s < seqs; ++s) {
+    if (!b.has_proposals(s)) continue;
+    const ProposalRows& p = b.proposals[s];
+    const uint32_t len = b.cu[s + 1] - b.cu[s];
+    bool all = b.pcu[s + 1] - b.pcu[s] == len;
+    for (uint32_t m = b.pcu[s]; all && m < b.pcu[s + 1]; ++m) all = b.picks[m] == m - b.pcu[s];
+    if (!all || len < 2) {
+      return bad(fmt::format("proposals[{}] are given for a sequence of {} rows that does not pick each of them "
+                             "(a verify block of at least one draft does)", s, len));
+    }
+    if (b.sampling.size() != seqs || !(b.sampling[s].temperature > 0.0f)) {
+      return bad(fmt::format("proposals[{}] are given for a sequence that does not sample (rejection sampling "
+                             "needs temperature > 0)", s));
+    }
+    const bool sparse = !p.dense();
+    if (p.values.rows != len - 1 || p.values.width == 0 || p.values.stride < p.values.width ||
+        p.values.storage != Storage::kF32 ||
+        (sparse && (p.ids.rows != len - 1 || p.ids.width != p.values.width || p.ids.stride < p.ids.width ||
+                    p.ids.storage != Storage::kU32))) {
+      return bad(fmt::format("proposals[{}]: {} value rows of {} {} ({} apart) and {} candidate rows of {} {} for {} "
+                             "drafts (f32 values, u32 candidates as wide)", s, p.values.rows, p.values.width,
+                             to_string(p.values.storage), p.values.stride, p.ids.rows, p.ids.width,
+                             to_string(p.ids.storage), len - 1));
+    }
+  }
+  return {};
+}
+
 Status check_feature_rows(const Batch& b, uint32_t width) {
   const DeviceRows& src = b.feature_source;
   if (!b.features.empty()) {
@@ -114,6 +151,7 @@ Status check(const Batch& b, const BatchLimits& limits) {
   } else if (b.device_features()) {
     return bad(fmt::format("feature_rows has {} entries but this graph reads none", b.feature_rows.size()));
   }
+  TANDEM_TRY(check_proposals(b));
   if (limits.slots > 0) {
     if (b.start.size() != seqs) {
       return bad(fmt::format("start has {} entries, expected one per sequence ({})", b.start.size(), seqs));

@@ -31,6 +31,9 @@ struct Batch {
   DeviceRows feature_source;
   std::vector<uint32_t> feature_rows;
   std::vector<SamplingParams> sampling;  // per sequence, read by Sample (empty: greedy for all)
+  // Per sequence, read by RejectSample (empty: none for any): a verify block's proposals, one row per
+  // draft. A sequence with proposals picks every row, the drafts being its rows 1.., and samples (T > 0).
+  std::vector<ProposalRows> proposals;
 
   uint32_t tokens() const { return static_cast<uint32_t>(ids.size()); }
   uint32_t seqs() const { return cu.empty() ? 0 : static_cast<uint32_t>(cu.size() - 1); }
@@ -39,6 +42,7 @@ struct Batch {
   uint32_t seq_start(uint32_t s) const { return start.empty() ? 0 : start[s]; }
   uint32_t seq_slot(uint32_t s) const { return slot.empty() ? s : slot[s]; }
   bool device_features() const { return !feature_rows.empty(); }
+  bool has_proposals(uint32_t s) const { return s < proposals.size() && !proposals[s].empty(); }
 
   // Appends one sequence (picks relative to it). Builders for tests and the batcher.
   void add_sequence(const std::vector<uint32_t>& seq_ids, const std::vector<uint32_t>& seq_picks,

@@ -26,4 +26,15 @@ struct DeviceRows {
   Backend* owner = nullptr;
 };
 
+// A verify block's draft proposals where the drafter's block run left them, for rejection sampling on the
+// target's device (graph.h RejectSample), one row per draft row: v1 (`ids` empty) `values` holds the
+// drafter's logits over its draft vocabulary (its width), q = softmax(values / T); v2 `ids` holds the
+// selector's candidates (u32) and `values` q over them (f32), both top-k wide.
+struct ProposalRows {
+  DeviceRows values;
+  DeviceRows ids;
+  bool empty() const { return values.data == nullptr; }
+  bool dense() const { return ids.data == nullptr; }
+};
+
 }  // namespace tandem::ir

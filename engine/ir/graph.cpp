@@ -104,6 +104,7 @@ const char* op_name(const Op& op) {
           [](const TopK&) { return "top_k"; },
           [](const Sample&) { return "sample"; },
           [](const SelectorWalk&) { return "selector_walk"; },
+          [](const RejectSample&) { return "reject_sample"; },
       },
       op);
 }
@@ -142,6 +143,7 @@ Uses uses(const Op& op) {
           [](const TopK& o) { return Uses{{o.x}, {o.ids, o.values}}; },
           [](const Sample& o) { return Uses{{o.x}, {o.out}}; },
           [](const SelectorWalk& o) { return Uses{{o.cand, o.values, o.sel}, {o.ids, o.q}}; },
+          [](const RejectSample& o) { return Uses{{o.x, o.ids}, {o.ids}}; },
       },
       op);
 }

@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "engine/ir/sampling.h"
+
 namespace tandem::ir {
 
 // What a value's rows count: the batch's tokens, its sequences, or the rows it picks out of its
@@ -151,10 +153,18 @@ struct Argmax { Val x; uint32_t columns; Val out; };
 // The k largest of x[r, 0 : columns) in descending order, ties to the lower index: ids (u32) and their
 // values (f32), both k wide.
 struct TopK { Val x; uint32_t columns; uint32_t k; Val ids; Val values; };
-// out[p] = ir::sample_token(x[p, 0 : columns), batch.sampling[s], position + 1) for pick p of sequence s
+// out[p] = ir::sample_token(x[p, 0 : columns), batch.sampling[s], fill, stream) for pick p of sequence s
 // at absolute position start[s] + picks[p] (greedy where the batch has no sampling parameters); out is
-// u32, one wide, over pick rows.
-struct Sample { Val x; uint32_t columns; Val out; };
+// u32, one wide, over pick rows. `fill` is the position the row's token fills: a target row's next one
+// (kTarget: position + 1), or a drafter block row's own (kDraft: position; v1 proposals under rejection
+// sampling, whose sampling parameters carry top_p 1).
+struct Sample { Val x; uint32_t columns; Val out; Stream stream = Stream::kTarget; };
+// Rejection sampling of each sequence's verify block (dflash.md §1.8; engine/ir/reject.h defines it
+// exactly), in place on `ids`, a Sample's output over the same pick rows. A sequence with proposals
+// (batch.proposals) has logits rows x[0..n] for its rows [tok, d_1 .. d_n]; its pick rows of ids become the
+// committed tokens (the accepted drafts, then the residual sample or the bonus, which is Sample's token of
+// row n) and kNoToken after them. Other sequences keep Sample's tokens.
+struct RejectSample { Val x; uint32_t columns; Val ids; };
 // The DFlash 2 selector walk (dflash.md §3.3; engine/ir/selector.h defines each step exactly): per
 // sequence, its pick rows in order, each choosing one of its k candidates (cand, u32, and their raw
 // logits values: a TopK's outputs) by E[c] = selector_energy(values[c], P[prev], sel row, C[cand[c]]),
@@ -176,7 +186,7 @@ struct SelectorWalk {
 
 using Op = std::variant<Embed, LayerNorm, RmsNorm, Gemm, QGemm, Rope, GeGlu, SwiGlu, Attention, AddType,
                         PickRows, ActFeatures, HeadRmsNorm, CacheAppend, CacheAttention, Input,
-                        Tap, DynConv, Argmax, TopK, Sample, SelectorWalk>;
+                        Tap, DynConv, Argmax, TopK, Sample, SelectorWalk, RejectSample>;
 
 const char* op_name(const Op& op);
 

@@ -78,10 +78,10 @@ uint32_t sample(const Distribution& dist, double u) {
   return dist.ids.empty() ? 0 : dist.ids.back();
 }
 
-uint32_t sample_token(std::span<const float> row, const SamplingParams& sampling, uint32_t position) {
+uint32_t sample_token(std::span<const float> row, const SamplingParams& sampling, uint32_t position,
+                      Stream stream) {
   if (sampling.temperature == 0.0f) return argmax(row);
-  return sample(tempered(row, sampling.temperature, sampling.top_p),
-                uniform(sampling.seed, position, Stream::kTarget));
+  return sample(tempered(row, sampling.temperature, sampling.top_p), uniform(sampling.seed, position, stream));
 }
 
 }  // namespace tandem::ir

@@ -71,7 +71,9 @@ Distribution tempered(std::span<const float> row, float temperature, float top_p
 uint32_t sample(const Distribution& dist, double u);
 
 // The token for `position` from a logits row: argmax at temperature 0, else a sample of tempered() with
-// the kTarget draw of (seed, position). A row at position p fills position p + 1.
-uint32_t sample_token(std::span<const float> row, const SamplingParams& sampling, uint32_t position);
+// the `stream` draw of (seed, position). A target row at position p fills position p + 1; a drafter's
+// block row (kDraft) fills its own.
+uint32_t sample_token(std::span<const float> row, const SamplingParams& sampling, uint32_t position,
+                      Stream stream = Stream::kTarget);
 
 }  // namespace tandem::ir

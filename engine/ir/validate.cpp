@@ -222,6 +222,11 @@ class Checker {
     TANDEM_TRY(rows(o.x, Rows::kPicks, "sample input"));
     return choice(o.x, o.columns, o.out, 1, "sample output");
   }
+  Status check(const RejectSample& o) const {
+    TANDEM_TRY(rows(o.x, Rows::kPicks, "reject_sample logits"));
+    TANDEM_TRY(choice(o.x, o.columns, o.ids, 1, "reject_sample ids"));
+    return elem(o.x, Elem::kF32, "reject_sample logits");
+  }
   Status check(const SelectorWalk& o) const {
     TANDEM_TRY(rows(o.cand, Rows::kPicks, "selector candidates"));
     TANDEM_TRY(elem(o.cand, Elem::kU32, "selector candidates"));
@@ -252,14 +257,16 @@ Status validate(const Graph& graph) {
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     const Op& op = graph.ops[i];
     auto st = c.op(op);
-    // Token ids are written by the choice ops only and read by the selector walk only: every other operand
-    // is f32.
+    // Token ids are written by the choice ops only and read by the selector walk and rejection sampling
+    // only: every other operand is f32.
     const Uses u = uses(op);
     // (The selector walk reads a TopK's ids and writes ids and q: its check names each element type.)
+    // (RejectSample rewrites a Sample's ids in place: its check names both element types.)
     const auto* walk = std::get_if<SelectorWalk>(&op);
+    const bool reject = std::holds_alternative<RejectSample>(op);
     const bool writes_ids = std::holds_alternative<Argmax>(op) || std::holds_alternative<TopK>(op) ||
-                            std::holds_alternative<Sample>(op) || walk != nullptr;
-    for (size_t r = 0; st.ok() && walk == nullptr && r < u.reads.size(); ++r) {
+                            std::holds_alternative<Sample>(op) || walk != nullptr || reject;
+    for (size_t r = 0; st.ok() && walk == nullptr && !reject && r < u.reads.size(); ++r) {
       st = c.elem(u.reads[r], Elem::kF32, "input");
     }
     if (walk != nullptr && st.ok()) st = c.elem(walk->values, Elem::kF32, "selector candidate values");

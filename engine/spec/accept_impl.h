@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/core/result.h"
 #include "engine/ir/backend.h"
 #include "engine/spec/spec.h"
 
@@ -22,8 +23,13 @@ struct Verdict {
 // the bonus. tokens.size() > drafts.size().
 Verdict accept_match(std::span<const uint32_t> tokens, std::span<const uint32_t> drafts);
 
-// Rejection sampling against the drafts' proposals (temperature > 0).
+// Rejection sampling against the drafts' proposals (temperature > 0) on the host: ir::reject_block.
 Verdict accept_reject(const ir::Tensor2& logits, std::span<const uint32_t> drafts,
                       std::span<const Proposal> proposals, const SamplingParams& sampling, uint32_t start);
+
+// The verdict that rejection sampling on the target's device left in its ids rows (graph.h RejectSample):
+// the committed tokens up to ir::kNoToken; anything but a prefix of the drafts and one token more is an
+// internal error.
+Result<Verdict> accept_device(std::span<const uint32_t> ids, std::span<const uint32_t> drafts);
 
 }  // namespace tandem::spec

@@ -1,7 +1,8 @@
 // The draft step (dflash.md §1.5, §3.3): a block per request, then draft tokens from its rows: v1 picks
 // per row (the device's argmax, or a sample of softmax(logits / T) under rejection sampling), v2's
-// selector walk runs in the block graph (on the drafter's backend) and only its picks, and under
-// rejection sampling its candidates and q, come to the host.
+// selector walk runs in the block graph (on the drafter's backend). Under rejection sampling the
+// proposals q stay on the drafter's device for the target's RejectSample (TapRoute::kDevice: v1 samples
+// its drafts there too), or come to the host (kHost: v1's logits rows, v2's candidates and q).
 #include "engine/spec/request_impl.h"
 #include "engine/spec/sampling_impl.h"
 
@@ -34,10 +35,11 @@ Draft draft_v1(const Request& r, const models::dflash::BlockOut& out, VerifyMode
 }  // namespace
 
 Status draft(models::dflash::Drafter& drafter, std::span<Request* const> requests, uint32_t block, VerifyMode mode,
-             std::vector<Draft>& drafts) {
+             std::vector<Draft>& drafts, TapRoute route) {
   std::vector<models::dflash::BlockRows> rows;
   const bool v2 = drafter.version() == 2;
-  // v1 logits come to the host only for proposals to sample from; v2's candidates and q likewise.
+  const bool device = route == TapRoute::kDevice;
+  // Proposals come to the host only for a host accept rule: v1's logits rows, v2's candidates and q.
   bool sampled = false;
   for (Request* r : requests) {
     sampled = sampled || samples_proposals(*r, mode);
@@ -46,21 +48,30 @@ Status draft(models::dflash::Drafter& drafter, std::span<Request* const> request
       return Error::make(ErrorKind::kInternal, "slot {}: the drafter context reaches {} but the block starts at {}",
                          r->slot, r->settled, r->start);
     }
-    ir::SamplingParams walk;  // v2 walks greedily unless its proposals are sampled
-    if (v2 && samples_proposals(*r, mode)) walk = {r->params.sampling.temperature, 1.0f, r->params.sampling.seed};
+    // The block samples greedily unless its proposals are sampled there: v2's walk always, v1's rows when
+    // they stay on the device (on the host, v1 samples from the fetched logits).
+    ir::SamplingParams walk;
+    if (samples_proposals(*r, mode) && (v2 || device)) {
+      walk = {r->params.sampling.temperature, 1.0f, r->params.sampling.seed};
+    }
     rows.push_back({r->slot, r->tokens.back(), walk});
   }
   std::vector<models::dflash::BlockOut> out;
-  TANDEM_TRY(drafter.draft(rows, block, out, sampled && !v2, sampled && v2));
+  TANDEM_TRY(drafter.draft(rows, block, out, sampled && !v2 && !device, sampled && v2 && !device, sampled && device));
   drafts.assign(requests.size(), {});
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = *requests[i];
-    if (!v2) {
-      drafts[i] = draft_v1(r, out[i], mode);
+    Draft& d = drafts[i];
+    if (!v2 && !device) {
+      d = draft_v1(r, out[i], mode);
       continue;
     }
-    drafts[i].tokens = std::move(out[i].ids);
+    d.tokens = std::move(out[i].ids);  // v2's walk, or v1's picks on the device
     if (!samples_proposals(r, mode)) continue;
+    if (device) {
+      d.device = out[i].proposals;
+      continue;
+    }
     const ir::Tensor2& cand = out[i].candidates;
     const ir::Tensor2& q = out[i].proposal;
     for (uint32_t row = 0; row < cand.rows; ++row) {
@@ -69,7 +80,7 @@ Status draft(models::dflash::Drafter& drafter, std::span<Request* const> request
         p.ids.push_back(cand.id(row, k));
         p.probs.push_back(q.at(row, k));
       }
-      drafts[i].proposals.push_back(std::move(p));
+      d.proposals.push_back(std::move(p));
     }
   }
   return {};

@@ -35,7 +35,7 @@ enum class VerifyMode : uint8_t { kMatch, kReject };
 // kDevice: left where the target's run wrote them and read there by the settle (both on one CUDA
 //   backend): valid until the target runs again, so the settle must come before the next target run, as
 //   in generate(). Rows a later run of the same call would overwrite (a long prompt's early chunks) are
-//   fetched to the host first.
+//   fetched to the host first. Rejection sampling's proposals stay on the device too (draft()).
 enum class TapRoute : uint8_t { kHost, kDevice };
 // kDevice when the drafter runs on the target's backend and that is not the CPU reference; else kHost.
 TapRoute tap_route(const models::qwen3::Target& target, const models::dflash::Drafter* drafter);
@@ -90,9 +90,12 @@ struct Request {
 Result<Request> make_request(RequestParams params, uint32_t slot, uint32_t vocab);
 
 // One request's drafts for a round: d_1 .. d_{B−1}, and their proposals under kReject.
+// The proposals are on the host (proposals), or under TapRoute::kDevice left on the drafter's device
+// (device; v1 drafts then sampled there too), for rejection sampling on the target's device.
 struct Draft {
   std::vector<uint32_t> tokens;
   std::vector<Proposal> proposals;
+  ir::ProposalRows device;
 };
 
 // Runs each prompt through the target from position 0 (the slot is reset), samples the first token and
@@ -102,11 +105,15 @@ Status prefill(models::qwen3::Target& target, std::span<Request* const> requests
 // Appends each request's pending tap rows (host ones, then device ones) to its drafter context (the
 // context is cut back to `settled` first, dropping the previous block's transient rows).
 Status settle(models::dflash::Drafter& drafter, std::span<Request* const> requests);
-// Drafts a block of `block` rows per request (its settled context must reach `start`).
+// Drafts a block of `block` rows per request (its settled context must reach `start`). Under kReject at
+// T > 0 the proposals come to the host (TapRoute::kHost) or stay on the drafter's device (kDevice: at most
+// drafter.block_seqs(block) requests a call).
 Status draft(models::dflash::Drafter& drafter, std::span<Request* const> requests, uint32_t block, VerifyMode mode,
-             std::vector<Draft>& drafts);
+             std::vector<Draft>& drafts, TapRoute route = TapRoute::kHost);
 // Verifies each request's drafts (none: one plain decoding step) in one target forward, commits the
-// accepted drafts and the bonus token, crops the KV cache, stops on max tokens or stop ids.
+// accepted drafts and the bonus token, crops the KV cache, stops on max tokens or stop ids. Rejection
+// sampling runs on the target's device where the drafts' proposals are there (Draft::device: only ids
+// come back), else on the host (the target needs host_logits).
 Status verify(models::qwen3::Target& target, std::span<Request* const> requests, std::span<const Draft> drafts,
               VerifyMode mode, bool trace, TapRoute route = TapRoute::kHost);
 

@@ -39,24 +39,34 @@ Status verify(models::qwen3::Target& target, std::span<Request* const> requests,
   }
   std::vector<std::vector<uint32_t>> ids(requests.size());
   std::vector<models::qwen3::TargetRows> rows;
-  std::vector<bool> reject(requests.size());
+  // Rejection sampling of a request's drafts: on the target's device where its proposals are there (the
+  // verdict comes back in place of the ids), else on the host.
+  enum class Rule : uint8_t { kMatch, kHost, kDevice };
+  std::vector<Rule> rule(requests.size(), Rule::kMatch);
   for (size_t i = 0; i < requests.size(); ++i) {
     Request& r = *requests[i];
     const Draft& d = drafts[i];
     TANDEM_TRY(check_round_ready(r));
-    reject[i] = mode == VerifyMode::kReject && r.params.sampling.temperature > 0.0f && !d.tokens.empty();
-    if (reject[i] && d.proposals.size() != d.tokens.size()) {
+    if (mode == VerifyMode::kReject && r.params.sampling.temperature > 0.0f && !d.tokens.empty()) {
+      rule[i] = d.device.empty() ? Rule::kHost : Rule::kDevice;
+    }
+    if (rule[i] == Rule::kHost && d.proposals.size() != d.tokens.size()) {
       return Error::make(ErrorKind::kInvalidArgument, "slot {}: {} proposals for {} drafts (rejection sampling)",
                          r.slot, d.proposals.size(), d.tokens.size());
+    }
+    if (rule[i] == Rule::kHost && !target.host_logits()) {
+      return Error::make(ErrorKind::kInvalidArgument, "slot {}: rejection sampling of proposals on the host needs the "
+                         "target's logits there (TargetOptions::host_logits)", r.slot);
+    }
+    if (rule[i] == Rule::kDevice && d.device.values.rows != d.tokens.size()) {
+      return Error::make(ErrorKind::kInvalidArgument, "slot {}: {} device proposal rows for {} drafts (rejection "
+                         "sampling)", r.slot, d.device.values.rows, d.tokens.size());
     }
     TANDEM_TRY(target.cache().crop(r.slot, r.start));
     ids[i].push_back(r.tokens.back());
     ids[i].insert(ids[i].end(), drafts[i].tokens.begin(), drafts[i].tokens.end());
-    rows.push_back({r.slot, ids[i], models::qwen3::LogitRows::kAll, r.params.sampling});
-  }
-  if (std::find(reject.begin(), reject.end(), true) != reject.end() && !target.host_logits()) {
-    return Error(ErrorKind::kInvalidArgument,
-                 "rejection sampling needs the target's logits on the host (TargetOptions::host_logits)");
+    rows.push_back({r.slot, ids[i], models::qwen3::LogitRows::kAll, r.params.sampling,
+                    rule[i] == Rule::kDevice ? d.device : ir::ProposalRows{}});
   }
   // The verify rows' taps wait for the drafter on the host or the device (TapRoute); rows past the
   // accepted ones are dropped.
@@ -69,8 +79,17 @@ Status verify(models::qwen3::Target& target, std::span<Request* const> requests,
   for (size_t i = 0; i < requests.size(); ++i) {
     Request& r = *requests[i];
     const Draft& d = drafts[i];
-    const Verdict v = reject[i] ? accept_reject(out[i].logits, d.tokens, d.proposals, r.params.sampling, r.start)
-                                : accept_match(out[i].ids.ids, d.tokens);
+    Verdict v;
+    switch (rule[i]) {
+      case Rule::kMatch: v = accept_match(out[i].ids.ids, d.tokens); break;
+      case Rule::kHost: v = accept_reject(out[i].logits, d.tokens, d.proposals, r.params.sampling, r.start); break;
+      case Rule::kDevice: {
+        auto device = accept_device(out[i].ids.ids, d.tokens);
+        if (!device.ok()) return std::move(device).error().context(fmt::format("slot {}", r.slot));
+        v = std::move(device).value();
+        break;
+      }
+    }
     ++r.rounds;
     r.drafted += static_cast<uint32_t>(d.tokens.size());
     r.accepted += v.accepted;

@@ -121,7 +121,9 @@ ir::Graph block_graph(const DrafterSetup& setup, const std::vector<LayerShape>& 
   g.add_output("logits", logits, ir::Placement::kDevice);  // kBlockLogitsOutput
   if (cfg.version == 1) {
     const ir::Val ids = g.add_val(ir::Rows::kPicks, 1, "ids", ir::Elem::kU32);
-    g.add_op(ir::Sample{logits, setup.draft_vocab, ids});
+    // Greedy, or under rejection sampling a sample of softmax(logits / T) (the proposal q) at the row's own
+    // position.
+    g.add_op(ir::Sample{logits, setup.draft_vocab, ids, ir::Stream::kDraft});
     g.add_output("ids", ids);  // block_ids_output(1)
     return g;
   }

@@ -119,7 +119,7 @@ Status Drafter::settle(std::span<const SettleRows> rows) {
 }
 
 Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out,
-                      bool fetch_logits, bool fetch_proposals) {
+                      bool fetch_logits, bool fetch_proposals, bool keep_proposals) {
   TANDEM_TRY(check_block_size(block, setup_.max_block, "block size"));
   ids_.resize(rows.size());
   picks_.resize(block - 1);
@@ -143,9 +143,23 @@ Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vect
   const bool v2 = version() == 2;
   fetch_proposals = fetch_proposals && v2;
   const auto fetch_all = [&](const ir::DeviceRows& d, ir::Tensor2& t) { return backend_.fetch(d, 0, d.rows, t); };
-  if (fetch_logits || fetch_proposals) {
-    sink = [&, v2, fetch_logits, fetch_proposals](const decode::DeviceChunk& c) -> Status {
+  if (fetch_logits || fetch_proposals || keep_proposals) {
+    sink = [&, v2, fetch_logits, fetch_proposals, keep_proposals](const decode::DeviceChunk& c) -> Status {
       BlockOut& o = out[c.seq];
+      if (keep_proposals) {
+        // A later run of the same plan would overwrite these rows before the verify reads them.
+        if (!c.last) {
+          return Error::make(ErrorKind::kInvalidArgument, "{} blocks of {} rows need more than one block run, so "
+                             "their proposals cannot stay on the device: draft at most {} at a time",
+                             rows.size(), block, block_seqs(block));
+        }
+        if (v2) {
+          o.proposals = {c.outputs[kBlockProposalOutput], c.outputs[kBlockCandidatesOutput]};
+        } else {
+          o.proposals.values = c.outputs[kBlockLogitsOutput];
+          o.proposals.values.width = setup_.draft_vocab;
+        }
+      }
       if (fetch_logits) {
         ir::DeviceRows logits = c.outputs[kBlockLogitsOutput];
         logits.width = setup_.draft_vocab;

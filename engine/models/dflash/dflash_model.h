@@ -87,7 +87,8 @@ struct SettleRows {
   ir::DeviceRows device = {};   // used when taps is empty: device.rows rows of tap width
 };
 // A block whose anchor sits at position context().length(slot). `sampling` is the v2 selector walk's
-// (temperature and seed; greedy by default); v1 drafts greedily.
+// (temperature and seed; greedy by default), or v1's draft sample of softmax(logits / T) (top_p 1, the
+// kDraft draw of the row's position; greedy by default).
 struct BlockRows {
   uint32_t slot = 0;
   uint32_t anchor = 0;
@@ -100,6 +101,9 @@ struct BlockOut {
                               // picks; chosen on the device
   ir::Tensor2 candidates;     // v2, when draft() fetches proposals: rows 1..B−1 × top-k candidate ids
   ir::Tensor2 proposal;       // ... and q over them, softmax(E / T) (rows × top-k)
+  // With keep_proposals: the draft rows' proposals where the block run left them (v1 the logits over the
+  // draft vocabulary, v2 the candidates and q), valid until the next block run.
+  ir::ProposalRows proposals;
 };
 // The block graph's outputs, in order: logits (device), then v1: ids (host); v2: selector (device), ids
 // (host), candidates (device), proposal (device).
@@ -157,8 +161,12 @@ class Drafter {
   // context is left as it was. The logits rows (and v2's selector rows) are copied to the host only with
   // fetch_logits (a host step that needs them: v1 proposals for rejection sampling, tests); v2's
   // candidates and q only with fetch_proposals.
+  // keep_proposals leaves them on the device instead (BlockOut::proposals, for the target's RejectSample):
+  // every block must then run in the call's last run (at most block_seqs(block) requests).
   Status draft(std::span<const BlockRows> rows, uint32_t block, std::vector<BlockOut>& out, bool fetch_logits = true,
-               bool fetch_proposals = false);
+               bool fetch_proposals = false, bool keep_proposals = false);
+  // The most requests whose blocks of `block` rows run together (one block run).
+  uint32_t block_seqs(uint32_t block) const { return block_runner_.seqs_per_run(block, block - 1); }
   decode::CacheSlots& context() { return context_; }
   const decode::CacheSlots& context() const { return context_; }
   // Lowers every settle and block plan a round of up to `seqs` requests can use (blocks of up to

@@ -64,6 +64,9 @@ Result<ir::Graph> build_target_graph(const io::Qwen3Config& cfg, std::span<const
                     ir::Epilogue::kNone, logits});
   const ir::Val ids = g.add_val(ir::Rows::kPicks, 1, "ids", ir::Elem::kU32);
   g.add_op(ir::Sample{logits, cfg.vocab_size, ids});
+  // Rejection sampling of the verify blocks given proposals (a pass-by for the others), so only token
+  // ids leave the device in a round (dflash.md §1.8).
+  g.add_op(ir::RejectSample{logits, cfg.vocab_size, ids});
   g.add_output("ids", ids);  // kIdsOutput
   g.add_output("logits", logits, host_logits ? ir::Placement::kHost : ir::Placement::kDevice);
   if (taps) g.add_output("taps", *taps, ir::Placement::kDevice);

@@ -65,7 +65,7 @@ Status Target::run(std::span<const TargetRows> rows, std::vector<TargetOut>& out
         for (uint32_t r = 0; r < n; ++r) m.push_back(r);
         break;
     }
-    seqs[i] = decode::SeqRows{rows[i].slot, rows[i].ids, {}, {}, m, true, rows[i].sampling};
+    seqs[i] = decode::SeqRows{rows[i].slot, rows[i].ids, {}, {}, m, true, rows[i].sampling, rows[i].proposals};
   }
   TANDEM_TRY(runner_.run(seqs, cache_, outputs_, sink));
   out.resize(rows.size());

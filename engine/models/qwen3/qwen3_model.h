@@ -24,7 +24,8 @@ inline constexpr size_t kIdsOutput = 0, kLogitsOutput = 1, kTapsOutput = 2;
 // Checks what the graph relies on (nonzero sizes, GQA grouping, even head_dim).
 Status check_config(const io::Qwen3Config& cfg, std::string_view origin);
 
-// The decoder as a graph. Outputs "ids" (pick rows, u32 on the host: the Sample of each row's logits),
+// The decoder as a graph. Outputs "ids" (pick rows, u32 on the host: the Sample of each row's logits, or
+// for a sequence given proposals the verdict of rejection sampling on them, RejectSample),
 // "logits" (pick rows: final norm, LM head; on the device, or the host with host_logits) and, with tap
 // layers, "taps" (token rows on the device: the residual stream after each listed layer, joined in list
 // order, n_t · hidden wide). `prefix` is where the tensors sit in the weight source ("" for a checkpoint
@@ -40,7 +41,9 @@ struct TargetOptions {
   uint32_t slots = 1;
   uint32_t capacity = 0;                     // positions per slot (prompt + generated + one block)
   const ir::BucketTable* buckets = nullptr;  // nullptr: the embedded table; stage "target"
-  bool host_logits = false;                  // copy every logits row to the host (tests, rejection sampling)
+  // Copy every logits row to the host: tests, and rejection sampling on the host (a drafter whose
+  // proposals are not on the target's device; else RejectSample runs on the device).
+  bool host_logits = false;
 };
 
 enum class LogitRows : uint8_t { kNone, kLast, kAll };
@@ -51,10 +54,14 @@ struct TargetRows {
   std::span<const uint32_t> ids;
   LogitRows logits = LogitRows::kLast;
   ir::SamplingParams sampling;  // picks each chosen row's token (greedy by default)
+  // Rejection sampling on the device (graph.h RejectSample): the drafts' proposals, one row per draft
+  // (ids are [tok, d_1 .. d_n], logits kAll, sampling at T > 0). ids then holds the verdict.
+  ir::ProposalRows proposals = {};
 };
 
 struct TargetOut {
-  ir::Tensor2 ids;     // the chosen rows × 1: ir::sample_token of each row, for the position after it
+  ir::Tensor2 ids;     // the chosen rows × 1: ir::sample_token of each row, for the position after it;
+                       // with proposals the committed tokens, then ir::kNoToken (graph.h RejectSample)
   ir::Tensor2 logits;  // the chosen rows × vocab with host_logits; else empty
   ir::Tensor2 taps;    // rows × tap width on the host: every row (forward_fetching_taps), or the rows
                        // before device_taps (forward_keeping_taps); else empty

@@ -4,13 +4,15 @@
 // 2, 4 and 8 equals plain greedy decoding on the CUDA backend token for token (FP32, and BF16 on a GPU),
 // and some drafts are accepted (so the comparison means something); --trace reports the device-to-host
 // bytes. With --drafter-quantization int8 or int4 (the qgemm kernel, issue 14) the output is still plain
-// greedy decoding's.
+// greedy decoding's. With --verify reject at T > 0 rejection sampling runs on the device (issue 10): the
+// whole generation copies less to the host than one logits row.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -191,6 +193,37 @@ TEST(GenerateCommandQuantized, QuantizedDrafterOnCudaEqualsPlainGreedyOnCuda) {
     }
   }
   std::filesystem::remove(file);
+}
+
+// --verify reject on CUDA: the drafts (sampled from the v1 drafter's softmax on the device), the accept
+// test, the residual and bonus samples all run in the block and verify plans; only ids come back.
+TEST(GenerateCommandReject, RejectionSamplingOnCudaCopiesNoLogits) {
+  TANDEM_REQUIRE_GPU();
+  const std::string drafter = kModels + "pylm-dflash";
+  std::ifstream ef(drafter + "/eval.json");
+  ASSERT_TRUE(ef) << "the shipped drafter is missing: " << drafter;
+  const json ev = json::parse(ef);
+  const std::string target = TANDEM_SOURCE_DIR "/" + ev.at("target").get<std::string>();
+  const auto prompts = ev.at("prompts").get<std::vector<std::vector<uint32_t>>>();
+  ASSERT_GE(prompts.size(), 1u);
+  std::string ids;
+  for (size_t j = 0; j < prompt_tokens(prompts[0]); ++j) ids += (j ? "," : "") + std::to_string(prompts[0][j]);
+  // GEMM probes copy outputs to the host while plans are lowered: off, so the count is the rounds' own.
+  ::setenv("TANDEM_CUDA_GEMM_PROBE", "0", 1);
+  const CommandRun r = generate({"--target", target, "--prompt-ids", ids, "--max-tokens", std::to_string(kMaxTokens),
+                                 "--ignore-eos", "--backend", "cuda", "--precision", "f32", "--drafter", drafter,
+                                 "--block", "4", "--verify", "reject", "--temperature", "0.8", "--seed", "7",
+                                 "--trace"});
+  ::unsetenv("TANDEM_CUDA_GEMM_PROBE");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.at("verify"), "reject");
+  ASSERT_EQ(tokens_of(r.out).size(), 1u);
+  EXPECT_EQ(tokens_of(r.out)[0].size(), kMaxTokens);
+  EXPECT_GT(r.out.at("accepted").get<uint64_t>(), 0u) << "no draft accepted: the accept test never ran its yes";
+  std::ifstream tf(target + "/config.json");
+  const uint64_t vocab = json::parse(tf).at("vocab_size").get<uint64_t>();
+  ASSERT_TRUE(r.out.contains("d2h_bytes"));
+  EXPECT_LT(r.out.at("d2h_bytes").get<uint64_t>(), 4 * vocab) << "a logits row's worth crossed to the host";
 }
 
 INSTANTIATE_TEST_SUITE_P(Drafters, GenerateCommand, ::testing::Values("pylm-dflash", "pylm-dflash2"),

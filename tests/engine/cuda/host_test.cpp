@@ -44,7 +44,8 @@ TEST(CudaHost, IndexBufferHoldsTheBatchTablesAndAnchoredTiles) {
   EXPECT_EQ(l.start, l.spans + 4 * l.tiles_max);
   EXPECT_EQ(l.features, l.caches) << "a bucket without caches lists none";
   EXPECT_EQ(l.feat_rows, l.features + kernels::kFeatWords);
-  EXPECT_EQ(l.words, l.feat_rows + 128) << "one feature row index per token";
+  EXPECT_EQ(l.proposals, l.feat_rows + 128) << "one feature row index per token";
+  EXPECT_EQ(l.words, l.proposals + kernels::kProposalWords * 4) << "RejectSample's proposal words per sequence";
   std::vector<uint32_t> w(l.words, 0xffffffffu);
   fill_index(l, b, w.data());
   EXPECT_EQ(w[0], 73u);
@@ -93,7 +94,8 @@ TEST(CudaHost, DecoderBatchesListStartsSlotsSamplingAndTheBoundCaches) {
   const IndexLayout l = IndexLayout::for_bucket(ir::Bucket{32, 2, 4}, 3);
   EXPECT_EQ(l.caches % 2, 0u) << "cache addresses are 8-byte words";
   EXPECT_EQ(l.features, l.caches + 4 * 3);
-  EXPECT_EQ(l.words, l.features + kernels::kFeatWords + 32);
+  EXPECT_EQ(l.proposals, l.features + kernels::kFeatWords + 32);
+  EXPECT_EQ(l.words, l.proposals + kernels::kProposalWords * 2);
   const kernels::CacheTable table[3] = {{0x1000, 0x2000}, {0x3000, 0x4000}, {0x5000, 0x6000}};
   std::vector<uint32_t> w(l.words, 0xffffffffu);
   fill_index(l, b, w.data(), BoundCaches{table, 96});
@@ -118,6 +120,27 @@ TEST(CudaHost, DecoderBatchesListStartsSlotsSamplingAndTheBoundCaches) {
   std::memcpy(got, &w[l.caches], sizeof(got));
   EXPECT_EQ(got[2].k, 0x5000u);
   EXPECT_EQ(got[1].v, 0x4000u);
+  // RejectSample's proposals: none for sequence 0, v2 candidates and q for sequence 1 (17 rows of 16).
+  ir::ProposalRows v2;
+  v2.values = {reinterpret_cast<const void*>(0x123456789a0ull), 17, 16, 20, ir::Storage::kF32, nullptr};
+  v2.ids = {reinterpret_cast<const void*>(0x2000ull), 17, 16, 24, ir::Storage::kU32, nullptr};
+  b.proposals = {ir::ProposalRows{}, v2};
+  fill_proposals(l, b, w.data());
+  const uint32_t* none = &w[l.proposals];
+  const uint32_t* some = &w[l.proposals + kernels::kProposalWords];
+  EXPECT_EQ(none[7], kernels::kProposalNone);
+  EXPECT_EQ(some[0], 0x456789a0u);
+  EXPECT_EQ(some[1], 0x123u);
+  EXPECT_EQ(some[2], 20u);
+  EXPECT_EQ(some[3], 16u);
+  EXPECT_EQ(some[4], 0x2000u);
+  EXPECT_EQ(some[5], 0u);
+  EXPECT_EQ(some[6], 24u);
+  EXPECT_EQ(some[7], kernels::kProposalSparse);
+  b.proposals[1].ids = {};  // v1: the drafter's logits rows, dense
+  fill_proposals(l, b, w.data());
+  EXPECT_EQ(some[4], 0u);
+  EXPECT_EQ(some[7], kernels::kProposalDense);
 }
 
 TEST(CudaHost, GemmRowTiersCoverTheBucketInEighths) {

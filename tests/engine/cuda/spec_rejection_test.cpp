@@ -1,11 +1,14 @@
 // Rejection sampling on the CUDA path (issue 10, dflash.md §1.8): over fixed seeds, tokens 2 and 3 of a
-// generation (committed by verify rounds on CUDA plans, taps settled from the device) follow the CUDA
-// target's own tempered distribution, by a chi-square test against the exact marginals computed from its
-// logits, with v1 and v2 drafters, as tests/engine/spec/lossless_sampling_test.cpp does on the CPU; a
-// deliberately lossy verifier fails the same test. The emulator runs fewer seeds (a weaker test, still
-// one a lossy verifier fails).
+// generation (committed by verify rounds on CUDA plans, taps settled from the device, the accept rule run
+// on the device by RejectSample over proposals that never left it) follow the CUDA target's own tempered
+// distribution, by a chi-square test against the exact marginals computed from its logits, with v1 and
+// v2 drafters, as tests/engine/spec/lossless_sampling_test.cpp does on the CPU; a deliberately lossy
+// verifier fails the same test. The emulator runs fewer seeds (a weaker test, still one a lossy verifier
+// fails). The device path also commits the host path's tokens (proposals and logits fetched, the rule
+// run by engine/ir/reject.h) request for request.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -53,6 +56,7 @@ class Sampled {
     EXPECT_TRUE(b.ok()) << b.error().message();
     if (!b.ok()) return;
     backend_ = std::move(b).value();
+    // The host and lossy rules and the exact marginals read logits on the host; the device rule does not.
     models::qwen3::TargetOptions to{drafter_.cfg.target_layer_ids, group(), 16, nullptr, /*host_logits=*/true};
     auto t = models::qwen3::Target::create(*backend_, *target_.weights, target_.cfg, to, "tiny target");
     EXPECT_TRUE(t.ok()) << t.error().message();
@@ -80,13 +84,15 @@ class Sampled {
     return joint;
   }
 
-  // Three tokens for each seed 0..seeds()-1, group() requests per generate() call; `lossy` replaces
-  // every proposal by a vanishing probability, so rejection sampling accepts every draft.
-  std::vector<std::vector<uint32_t>> run(bool lossy) {
+  // Three tokens for each seed 0..count-1, group() requests per call: through generate() (the device
+  // rule), the host rule, or a lossy one that replaces every proposal by a vanishing probability, so
+  // rejection sampling accepts every draft.
+  enum class Path : uint8_t { kDevice, kHost, kLossy };
+  std::vector<std::vector<uint32_t>> run(Path path, uint32_t count = seeds()) {
     std::vector<std::vector<uint32_t>> out;
-    for (uint32_t first = 0; first < seeds(); first += group()) {
+    for (uint32_t first = 0; first < count; first += group()) {
       std::vector<spec::Request> reqs;
-      for (uint32_t s = first; s < first + group(); ++s) {
+      for (uint32_t s = first; s < std::min(first + group(), count); ++s) {
         ir::SamplingParams sp = sampling_;
         sp.seed = s;
         auto r = spec::make_request({kPrompt, 3, {}, sp}, s - first, kVocab);
@@ -94,7 +100,7 @@ class Sampled {
         if (!r.ok()) return out;
         reqs.push_back(std::move(r).value());
       }
-      const Status st = lossy ? run_lossy(reqs) : generate(reqs);
+      const Status st = path == Path::kDevice ? generate(reqs) : path == Path::kHost ? run_host(reqs) : run_lossy(reqs);
       EXPECT_TRUE(st.ok()) << st.error().message();
       if (!st.ok()) return out;
       for (const spec::Request& r : reqs) {
@@ -119,7 +125,26 @@ class Sampled {
     return spec::generate(*target, drafter.get(), reqs, opt);
   }
 
-  // The loop's steps (device taps, as generate() routes them) with a broken verifier.
+  // The loop's steps (device taps, as generate() routes them) with the drafts' proposals on the host and
+  // the rule run there (the target fetches its logits).
+  Status run_host(std::vector<spec::Request>& reqs) {
+    std::vector<spec::Request*> active;
+    for (spec::Request& r : reqs) active.push_back(&r);
+    const spec::TapRoute route = spec::tap_route(*target, drafter.get());
+    TANDEM_TRY(spec::prefill(*target, active, route));
+    TANDEM_TRY(spec::settle(*drafter, active));
+    std::vector<spec::Draft> drafts;
+    while (!active.empty()) {
+      TANDEM_TRY(spec::draft(*drafter, active, kBlock, spec::VerifyMode::kReject, drafts, spec::TapRoute::kHost));
+      TANDEM_TRY(spec::verify(*target, active, drafts, spec::VerifyMode::kReject, false, route));
+      TANDEM_TRY(spec::settle(*drafter, active));
+      active.erase(std::remove_if(active.begin(), active.end(), [](const spec::Request* r) { return !r->active(); }),
+                   active.end());
+    }
+    return {};
+  }
+
+  // The loop's steps (device taps, as generate() routes them) with a broken verifier on the host.
   Status run_lossy(std::vector<spec::Request>& reqs) {
     std::vector<spec::Request*> ptrs;
     for (spec::Request& r : reqs) ptrs.push_back(&r);
@@ -175,7 +200,7 @@ TEST_P(CudaRejectionSampling, GeneratedTokensFollowTheTargetsDistribution) {
   ASSERT_TRUE(s.target && s.drafter);
   EXPECT_EQ(spec::tap_route(*s.target, s.drafter.get()), spec::TapRoute::kDevice);
   const Joint joint = s.exact();
-  const auto runs = s.run(false);
+  const auto runs = s.run(Sampled::Path::kDevice);
   ASSERT_EQ(runs.size(), seeds());
   for (const auto& r : runs) ASSERT_EQ(r.size(), 3u);
   for (const auto& keep : {std::vector<size_t>{1}, std::vector<size_t>{2}, std::vector<size_t>{1, 2}}) {
@@ -189,11 +214,31 @@ TEST_P(CudaRejectionSampling, GeneratedTokensFollowTheTargetsDistribution) {
   EXPECT_GT(s.accepted_, 0u);
   EXPECT_LT(s.accepted_, s.drafted_);
   // The same seeds through a verifier that accepts every draft do not pass.
-  const auto lossy = s.run(true);
+  const auto lossy = s.run(Sampled::Path::kLossy);
   ASSERT_EQ(lossy.size(), seeds());
   const auto [expected, observed] = project(joint, lossy, {1});
   const auto [chi, df] = chi_square(expected, observed, static_cast<double>(lossy.size()));
   EXPECT_GT(chi, chi_critical(df)) << "the test cannot tell a lossy verifier";
+}
+
+// The device rule against the host rule on the same plans, seeds and drafters. They compute the same f64
+// quantities but sum them in different orders (a tree on the device, id order on the host), so they can
+// disagree only where a uniform draw lands within about 1e-15 (relative) of a threshold: the accept test's
+// p(d) against u·q(d), or a step of an inverse CDF (v1's draft sample, the residual sample). Over these
+// few hundred rounds of an 8-token vocabulary the chance of any such near tie is below 1e-9, so the test
+// asks for equality of every request's tokens; a failure is a bug unless the request it names shows a
+// draw that close to its threshold.
+TEST_P(CudaRejectionSampling, DeviceRuleCommitsTheHostRulesTokens) {
+  TANDEM_REQUIRE_GPU();
+  Sampled s(GetParam(), ir::SamplingParams{0.8f, 0.9f, 0});
+  ASSERT_TRUE(s.target && s.drafter);
+  // The emulator compares 48 seeds (its kernels run on the SIMT scheduler), the GPU one group of 500.
+  const uint32_t count = emulated() ? 48 : group();
+  const auto device = s.run(Sampled::Path::kDevice, count);
+  const auto host = s.run(Sampled::Path::kHost, count);
+  ASSERT_EQ(device.size(), count);
+  ASSERT_EQ(host.size(), count);
+  for (uint32_t i = 0; i < count; ++i) EXPECT_EQ(device[i], host[i]) << "seed " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Drafters, CudaRejectionSampling, ::testing::Values(1u, 2u),

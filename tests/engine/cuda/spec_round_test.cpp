@@ -5,7 +5,8 @@
 // (TapRoute::kHost) copies at least the kept tap rows, and both draft the same tokens (the drafts depend on
 // the settled context). Prompts longer than a bucket settle their early chunks from the host and the last
 // one from the device, again drafting what the host path drafts. DFlash 2's selector walk runs on the
-// device too: its greedy round copies ids only, a rejection-sampling round adds the candidates and q.
+// device too: its greedy round copies ids only, a rejection-sampling round with host proposals adds the
+// candidates and q. Rejection sampling on the device (RejectSample) copies ids only, v1 and v2.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -75,7 +76,7 @@ uint64_t d2h_bytes(const ir::Backend& b) {
 // (the earlier ones lower every plan the round uses).
 RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t prompt_len = 5,
                     const ir::BucketTable* buckets = nullptr, spec::VerifyMode mode = spec::VerifyMode::kMatch,
-                    spec::SamplingParams sampling = {}) {
+                    spec::SamplingParams sampling = {}, TapRoute proposals = TapRoute::kHost) {
   RoundRun run;
   CudaOptions o;
   o.precision = ir::Precision::kF32;
@@ -84,9 +85,10 @@ RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t pr
   EXPECT_TRUE(backend.ok()) << backend.error().message();
   if (!backend.ok()) return run;
   ir::Backend& cuda = **backend;
-  // Rejection sampling reads the target's p on the host (its logits rows are fetched).
+  // Rejection sampling of host proposals reads the target's p on the host (its logits rows are fetched);
+  // of device ones, on the device.
   models::qwen3::TargetOptions to{m.drafter.cfg.target_layer_ids, batch, kCapacity, buckets,
-                                  mode == spec::VerifyMode::kReject};
+                                  mode == spec::VerifyMode::kReject && proposals == TapRoute::kHost};
   auto target = models::qwen3::Target::create(cuda, *m.target.weights, m.target.cfg, to, "tiny target");
   EXPECT_TRUE(target.ok()) << target.error().message();
   models::dflash::DrafterOptions dopt{batch, kCapacity, kBlock, std::nullopt, buckets};
@@ -115,7 +117,7 @@ RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t pr
     const uint64_t before = d2h_bytes(cuda);
     st = spec::settle(**drafter, ptrs);
     const uint64_t before_draft = d2h_bytes(cuda);
-    if (st.ok()) st = spec::draft(**drafter, ptrs, kBlock, mode, drafts);
+    if (st.ok()) st = spec::draft(**drafter, ptrs, kBlock, mode, drafts, proposals);
     run.last_draft_d2h = d2h_bytes(cuda) - before_draft;
     if (st.ok()) st = spec::verify(**target, ptrs, drafts, mode, false, route);
     EXPECT_TRUE(st.ok()) << "round " << round << ": " << st.error().message();
@@ -196,6 +198,39 @@ TEST(CudaSpecRound, SelectorWalkCopiesIdsAndProposalsOnly) {
         EXPECT_NEAR(sum, 1.0, 1e-5);
       }
     }
+  }
+}
+
+// Rejection sampling on the device (RejectSample in the verify plan over the block plan's proposals): a
+// round at T > 0 copies exactly what a greedy round copies, the verify run's ids (now the committed tokens
+// and ir::kNoToken after them) and the block run's draft ids, 4 bytes a bucket pick row, for v1 (whose
+// drafts are sampled in the block plan) and v2. No logits row, proposal or candidate crosses. The host
+// rule (proposals and logits fetched) commits the same tokens from the same drafts: both compute the same
+// f64 quantities, summed in other orders, so only a draw within about 1e-15 of a threshold could split
+// them, which these few rounds do not meet (spec_rejection_test.cpp says more).
+TEST(CudaSpecRound, RejectionSamplingOnTheDeviceCopiesIdsOnly) {
+  TANDEM_REQUIRE_GPU();
+  const ir::BucketTable& table = ir::BucketTable::defaults();
+  const uint32_t batch = 4;
+  auto verify = table.smallest(models::qwen3::kTargetStage, batch * kBlock, batch, batch * kBlock);
+  auto block = table.smallest(models::dflash::kDrafterStage, batch * kBlock, batch, batch * (kBlock - 1));
+  ASSERT_TRUE(verify.ok() && block.ok());
+  const uint64_t ids_only = 4 * (uint64_t{verify->picks} + block->picks);
+  for (uint32_t version : {1u, 2u}) {
+    SCOPED_TRACE(::testing::Message() << "v" << version);
+    const Models m = make_models(version);
+    const spec::SamplingParams sampling{0.9f, 0.95f, 5};
+    const RoundRun device = run_rounds(m, batch, TapRoute::kDevice, 5, nullptr, spec::VerifyMode::kReject, sampling,
+                                       TapRoute::kDevice);
+    EXPECT_EQ(device.last_round_d2h, ids_only);
+    EXPECT_EQ(device.last_draft_d2h, 4 * uint64_t{block->picks});
+    EXPECT_LT(ids_only, uint64_t{m.target.cfg.vocab_size} * 4);  // less than one logits row
+    for (const auto& p : device.proposals) EXPECT_TRUE(p.empty()) << "host proposals on the device route";
+    const RoundRun host = run_rounds(m, batch, TapRoute::kDevice, 5, nullptr, spec::VerifyMode::kReject, sampling,
+                                     TapRoute::kHost);
+    EXPECT_GT(host.last_round_d2h, ids_only + uint64_t{m.target.cfg.vocab_size} * 4 * batch);
+    EXPECT_EQ(device.drafts, host.drafts);
+    EXPECT_EQ(device.tokens, host.tokens);
   }
 }
 
