@@ -3,7 +3,8 @@
 // tandem's production choice, the decode GEMM and cuBLASLt with a K split, weights rotated through more than
 // the L2 holds. Device time per launch (median), weight bytes per second, and whether each configuration's rows
 // keep their bits at every m. JSON on stdout, a table on stderr.
-//   cuda_gemm_study [--reps N] [--rows 1,16,128,512] [--only SUBSTRING-OF-A-SHAPE-NAME]
+//   cuda_gemm_study [--reps N] [--rows 1,16,128,512] [--only SUBSTRING-OF-A-SHAPE-NAME] [--production]
+// (--production: only what a decoder plan runs, and the one-pass rule before the K split)
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   int reps = 30;
   std::vector<uint32_t> rows = {1, 16, 128, 512};
   std::string only;
+  bool production_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     if (s == "--reps" && i + 1 < argc) {
@@ -28,10 +30,12 @@ int main(int argc, char** argv) {
       rows.clear();
       std::stringstream list(argv[++i]);
       for (std::string item; std::getline(list, item, ',');) rows.push_back(static_cast<uint32_t>(std::stoul(item)));
+    } else if (s == "--production") {
+      production_only = true;
     } else if (s == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: cuda_gemm_study [--reps N] [--rows 1,16,128,512] [--only SUBSTRING]\n");
+      std::fprintf(stderr, "usage: cuda_gemm_study [--reps N] [--rows 1,16,128,512] [--only SUBSTRING] [--production]\n");
       return 1;
     }
   }
@@ -61,7 +65,7 @@ int main(int argc, char** argv) {
   int status = 0;
   for (const Shape& sh : shapes) {
     if (!only.empty() && std::string(sh.name).find(only) == std::string::npos) continue;
-    auto r = cuda::study_gemm_splits(**device, **modules, algos, sh.shape, rows, reps);
+    auto r = cuda::study_gemm_splits(**device, **modules, algos, sh.shape, rows, reps, production_only);
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", sh.name, r.error().message().c_str());
       out.push_back({{"shape", sh.name}, {"error", r.error().message()}});

@@ -80,8 +80,10 @@ struct SplitStudy {
   bool rows_invariant = false;  // the first m rows' bits equal the largest-m run's
 };
 
-// The decoder's GEMM shape at each m of `ms` (ascending), every configuration above, `reps` launches each.
+// The decoder's GEMM shape at each m of `ms` (ascending), every configuration above, `reps` launches each;
+// production_only: only what a decoder plan runs (and the one-pass rule before it).
 Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const KernelModules& modules, GemmAlgos& algos,
-                                                  const GemmShape& shape, const std::vector<uint32_t>& ms, int reps);
+                                                  const GemmShape& shape, const std::vector<uint32_t>& ms, int reps,
+                                                  bool production_only = false);
 
 }  // namespace tandem::cuda

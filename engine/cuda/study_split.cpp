@@ -98,7 +98,8 @@ Loc loc_of(const DeviceBuffer& b, uint32_t width, Dt type, const char* name) {
 }  // namespace
 
 Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const KernelModules& modules, GemmAlgos& algos,
-                                                  const GemmShape& shape, const std::vector<uint32_t>& ms, int reps) {
+                                                  const GemmShape& shape, const std::vector<uint32_t>& ms, int reps,
+                                                  bool production_only) {
   if (ms.empty()) return std::vector<SplitStudy>{};
   TANDEM_TRY(device.activate());
   const uint32_t top = ms.back();
@@ -191,6 +192,7 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
     TANDEM_TRY(study("one pass (the rule before)", "", 1, production(shape)));
     if (!out.empty()) out.back().algo = chosen;
   }
+  if (production_only) return out;
   // The decode GEMM (kernels/gemm_decode.cu).
   if (gemm_decode_supported(shape.k, shape.ab, shape.out, shape.accumulate).ok()) {
     const GemmDecodeSplit split = gemm_decode_split(shape.k, shape.n);
