@@ -173,7 +173,7 @@ TEST_F(GemmDecodeTest, DecoderPlansRunItUpToTheLine) {
   size_t gemm_ops = 0;
   for (const ir::Op& op : graph->ops) gemm_ops += std::holds_alternative<ir::Gemm>(op) ? 1 : 0;
   const size_t layers = t.cfg.num_hidden_layers;
-  ASSERT_EQ(gemm_ops, 6 * layers + 1);  // q, k, v, o, gate_up, down per layer, the LM head
+  ASSERT_EQ(gemm_ops, 4 * layers + 1);  // qkv (fused), o, gate_up, down per layer, the LM head
   for (ir::Precision p : {ir::Precision::kBF16, ir::Precision::kF16, ir::Precision::kF32}) {
     CudaOptions options;
     options.precision = p;
