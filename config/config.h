@@ -46,6 +46,8 @@ struct Limits {
   uint32_t request_timeout_ms = 30000;  // admission to answer; beyond it: 504
   uint32_t read_timeout_ms = 10000;     // a whole request (headers and body) must arrive in this time
   uint32_t idle_timeout_ms = 60000;     // keep-alive connections with no request are closed
+  // On a stop (Ctrl-C, SIGTERM): how long the work in hand may take; what is left then is answered 503.
+  uint32_t shutdown_drain_ms = 10000;
 };
 
 struct Batcher {

@@ -88,6 +88,7 @@ Result<Limits> read_limits(YamlMap& top) {
   TANDEM_TRY(read_u32(m, "request_timeout_ms", out.request_timeout_ms, 1, 3600000));
   TANDEM_TRY(read_u32(m, "read_timeout_ms", out.read_timeout_ms, 1, 3600000));
   TANDEM_TRY(read_u32(m, "idle_timeout_ms", out.idle_timeout_ms, 1, 3600000));
+  TANDEM_TRY(read_u32(m, "shutdown_drain_ms", out.shutdown_drain_ms, 0, 3600000));
   // A request the queue can never hold would be refused (429) forever, whatever the load.
   const uint32_t largest = std::max(out.max_questions, out.max_sequences);
   if (out.max_queue_sequences < largest) {

@@ -23,7 +23,6 @@ namespace {
 // Time for answers already posted to connections (503s of a stop) to be written before the I/O
 // threads end.
 constexpr auto kAnswerDrain = std::chrono::milliseconds(300);
-constexpr auto kWorkDrain = std::chrono::seconds(10);
 constexpr auto kGoodbyeWait = std::chrono::seconds(5);
 
 // What rank 0 opens itself while the workers load: the scorer's tokenizer and layout, the target's
@@ -155,16 +154,19 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
   api.refuse_work();
   server.value()->stop_accepting();
   if (code == kExitClean) {
-    log::info("stopping: finishing the work in hand (for up to {} s)", kWorkDrain.count());
+    // limits.shutdown_drain_ms: the work in hand may take this long.
+    const auto work_drain = std::chrono::milliseconds(deployment.limits.shutdown_drain_ms);
+    const double drain_s = static_cast<double>(deployment.limits.shutdown_drain_ms) / 1000.0;
+    log::info("stopping: finishing the work in hand (for up to {:g} s, limits.shutdown_drain_ms)", drain_s);
     const auto generating = [&] { return scheduler ? scheduler->queued() + scheduler->decoding() : size_t{0}; };
     control.drain(outbox, [&] {
       return batcher.depth() == 0 && ranks.inflight_batches() == 0 && generating() == 0;
-    }, kWorkDrain);
+    }, work_drain);
     // Said, so a slow stop reads as the policy and not as a hang (a worker in one long call, say).
     if (batcher.depth() > 0 || ranks.inflight_batches() > 0 || generating() > 0) {
-      log::warn("stopping: what was not finished within {} s is answered 503: {} generation requests, {} queued "
+      log::warn("stopping: what was not finished within {:g} s is answered 503: {} generation requests, {} queued "
                 "scoring sequences, {} scoring batches in flight",
-                kWorkDrain.count(), generating(), batcher.depth(), ranks.inflight_batches());
+                drain_s, generating(), batcher.depth(), ranks.inflight_batches());
     }
   }
   const std::string why = code == kExitClean ? std::string("the server is shutting down")

@@ -57,6 +57,7 @@ TEST_F(ConfigTest, MinimalFileTakesDocumentedDefaults) {
   EXPECT_EQ(d->server.host, "127.0.0.1");
   EXPECT_EQ(d->server.port, 8080);
   EXPECT_EQ(d->limits.max_body_bytes, 1u << 20);
+  EXPECT_EQ(d->limits.shutdown_drain_ms, 10000u);
   EXPECT_EQ(d->batcher.max_batch_tokens, 2048u);
   EXPECT_EQ(d->health.dead_after_ms, 1500u);
   ASSERT_EQ(d->ranks.size(), 2u);
@@ -76,7 +77,7 @@ TEST_F(ConfigTest, MinimalFileTakesDocumentedDefaults) {
 TEST_F(ConfigTest, OverridesPerRankAndDevicesCountUp) {
   auto d = parse(R"(
 server: {host: localhost, port: 0, io_threads: 3}
-limits: {max_queue_sequences: 7, max_questions: 7, max_sequences: 5, request_timeout_ms: 1234}
+limits: {max_queue_sequences: 7, max_questions: 7, max_sequences: 5, request_timeout_ms: 1234, shutdown_drain_ms: 0}
 batcher: {max_batch_tokens: 128, max_wait_us: 0, max_inflight_per_rank: 4}
 health: {heartbeat_ms: 50, dead_after_ms: 100, exit_grace_ms: 0}
 buckets: buckets.txt
@@ -96,6 +97,7 @@ ranks:
   EXPECT_EQ(d->server.io_threads, 3u);
   EXPECT_EQ(d->limits.max_queue_sequences, 7u);
   EXPECT_EQ(d->limits.request_timeout_ms, 1234u);
+  EXPECT_EQ(d->limits.shutdown_drain_ms, 0u);  // 0: a stop answers the work in hand 503 at once
   EXPECT_EQ(d->batcher.max_inflight_per_rank, 4u);
   EXPECT_EQ(d->health.exit_grace_ms, 0u);
   EXPECT_EQ(d->buckets, (root_ / "buckets.txt").string());
@@ -156,6 +158,11 @@ TEST_F(ConfigTest, PortNotANumber) {
 TEST_F(ConfigTest, NegativeTimeout) {
   expect_error(kMinimal + "limits: {request_timeout_ms: -5}\n",
                {"limits.request_timeout_ms", "'-5'", "an integer in 1..3600000"});
+}
+
+TEST_F(ConfigTest, ShutdownDrainOutOfRange) {
+  expect_error(kMinimal + "limits: {shutdown_drain_ms: 3600001}\n",
+               {"limits.shutdown_drain_ms", "3600001 is out of range", "an integer in 0..3600000"});
 }
 
 TEST_F(ConfigTest, BadHost) {
