@@ -209,6 +209,65 @@ TK_DEV void block_sum_parts(const Parts& p, Scratch& s) {
   __syncthreads();
 }
 
+// ---- a pick row: its request's parameters, and pass 0 ----
+
+// The sequence whose picks hold pick row `row`: pcu[s] <= row < pcu[s + 1], of `seqs` sequences.
+TK_DEV unsigned sequence_of_pick(const unsigned* pcu, unsigned seqs, unsigned row) {
+  unsigned s = 0, hi = seqs;
+  while (hi - s > 1) {
+    const unsigned mid = (s + hi) / 2;
+    if (pcu[mid] <= row) {
+      s = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return s;
+}
+
+// Sequence s's sampling words (4 per sequence: temperature and top_p as float bits, the seed's two halves).
+struct RowSampling {
+  float temperature, top_p;
+  unsigned long long seed;
+};
+TK_DEV RowSampling sampling_of(const unsigned* words, unsigned s) {
+  const unsigned* w = words + 4 * s;
+  return {bits_float(w[0]), bits_float(w[1]),
+          static_cast<unsigned long long>(w[2]) | (static_cast<unsigned long long>(w[3]) << 32)};
+}
+
+// Pass 0 over a row, block-wide: the largest choice key (the max and, ties to the lower id, the argmax),
+// the smallest finite value's key, and whether a NaN is present.
+struct RowScan {
+  unsigned long long best = 0;
+  unsigned min_key = kAllKeys;
+  unsigned nan = 0;
+  TK_DEV unsigned top_key() const { return static_cast<unsigned>(best >> 32); }
+  TK_DEV unsigned argmax(const float* x) const {
+    return x[0] != x[0] ? 0u : 0xffffffffu - static_cast<unsigned>(best);
+  }
+  // Where the reference's p are NaN (a NaN, no finite max, or T not > 0): Sample keeps id 0 under a
+  // nucleus, else the last id, and rejection sampling rejects the draft and does the same.
+  TK_DEV bool undefined_p(float temperature) const {
+    return nan != 0 || top_key() <= kKeyNegInf || top_key() >= kKeyPosInf || !(temperature > 0.0f);
+  }
+};
+TK_DEV RowScan scan_row(const float* x, unsigned ld, unsigned columns, Scratch& s) {
+  RowScan r;
+  visit_row(x, ld, columns, [&](float v, unsigned id) {
+    r.best = Max{}(r.best, choice_key(v, id));
+    if (v != v) {
+      r.nan = 1;
+    } else if (order_key(v) > kKeyNegInf && order_key(v) < kKeyPosInf) {
+      r.min_key = min_u(r.min_key, order_key(v));
+    }
+  });
+  r.best = block_reduce(r.best, Max{}, s);
+  r.min_key = block_reduce(r.min_key, Min{}, s);
+  r.nan = block_reduce(r.nan, Max{}, s);
+  return r;
+}
+
 // ---- the nucleus search ----
 
 struct Row {

@@ -52,19 +52,6 @@ struct RejectShared {
   double q[kTopKMax];
 };
 
-TK_DEV unsigned sequence_of(const RejectSampleArgs& a, unsigned row) {
-  unsigned s = 0, hi = a.n[kRowsSeqs];
-  while (hi - s > 1) {  // pcu[s] <= row < pcu[s + 1]
-    const unsigned mid = (s + hi) / 2;
-    if (a.pcu[mid] <= row) {
-      s = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return s;
-}
-
 // Σ f(v, id) over the row's ids in the fixed chunk order and tree.
 template <class F>
 TK_DEV double block_sum(const float* x, unsigned ld, unsigned columns, const F& f, Shared& sh) {
@@ -78,7 +65,7 @@ TK_DEV double block_sum(const float* x, unsigned ld, unsigned columns, const F& 
 __device__ __forceinline__ void reject_row(const RejectSampleArgs& a) {
   const unsigned row = blockIdx.x;
   if (row >= real_rows(a.n, kRowsPicks)) return;  // the whole block leaves together
-  const unsigned s = sequence_of(a, row);
+  const unsigned s = sequence_of_pick(a.pcu, a.n[kRowsSeqs], row);
   const unsigned* words = a.proposals + kProposalWords * s;
   const unsigned kind = words[7];
   const unsigned i = a.prow[row] - a.cu[s];     // every row of such a sequence is picked (ir::check)
@@ -88,9 +75,9 @@ __device__ __forceinline__ void reject_row(const RejectSampleArgs& a) {
   // gave this sequence one proposal row per draft (i < drafts) of `width` f32 values (and u32 candidates)
   // at the addresses the index holds, on this device (CudaPlan::check_batch), valid while the drafter's
   // block plan does not run again; the draft d is a batch id, below the vocabulary.
-  const float temperature = bits_float(a.sampling[4 * s]), top_p = bits_float(a.sampling[4 * s + 1]);
-  const unsigned long long seed = static_cast<unsigned long long>(a.sampling[4 * s + 2]) |
-                                  (static_cast<unsigned long long>(a.sampling[4 * s + 3]) << 32);
+  const RowSampling sampling = sampling_of(a.sampling, s);
+  const float temperature = sampling.temperature, top_p = sampling.top_p;
+  const unsigned long long seed = sampling.seed;
   const unsigned d = a.tokens[a.cu[s] + i + 1];
   const unsigned position = a.start[s] + i + 1;
   const float* x = a.x + static_cast<unsigned long long>(row) * a.ld;
@@ -101,28 +88,15 @@ __device__ __forceinline__ void reject_row(const RejectSampleArgs& a) {
 
   __shared__ Shared sh;
   __shared__ RejectShared rs;
-  unsigned long long best = 0;
-  unsigned min_key = kAllKeys, nan = 0;
-  visit_row(x, a.ld, a.columns, [&](float v, unsigned id) {
-    best = Max{}(best, choice_key(v, id));
-    if (v != v) {
-      nan = 1;
-    } else if (order_key(v) > kKeyNegInf && order_key(v) < kKeyPosInf) {
-      min_key = min_u(min_key, order_key(v));
-    }
-  });
-  best = block_reduce(best, Max{}, sh.scratch);
-  min_key = block_reduce(min_key, Min{}, sh.scratch);
-  nan = block_reduce(nan, Max{}, sh.scratch);
-  const unsigned top_key = static_cast<unsigned>(best >> 32);
-  if (nan != 0 || top_key <= kKeyNegInf || top_key >= kKeyPosInf || !(temperature > 0.0f)) {
-    // The reference's p are NaN here and every comparison with them fails: the draft is rejected and, as
-    // Sample does for such a row, id 0 under a nucleus, else the last id is drawn.
+  const RowScan scan = scan_row(x, a.ld, a.columns, sh.scratch);
+  if (scan.undefined_p(temperature)) {
+    // Every comparison with the reference's NaN p fails: the draft is rejected and, as Sample does for
+    // such a row, id 0 under a nucleus, else the last id is drawn.
     if (threadIdx.x == 0) a.ids[row] = top_p < 1.0f ? 0u : a.columns - 1;
     return;
   }
-  const Row r{x, a.ld, a.columns, key_float(top_key), static_cast<double>(temperature)};
-  const Nucleus nu = top_p < 1.0f ? find_nucleus(r, top_p, key_float(min_key), sh) : Nucleus{};
+  const Row r{x, a.ld, a.columns, key_float(scan.top_key()), static_cast<double>(temperature)};
+  const Nucleus nu = top_p < 1.0f ? find_nucleus(r, top_p, key_float(scan.min_key), sh) : Nucleus{};
   const double kept = block_sum(x, a.ld, a.columns, [&](float v, unsigned id) { return nu.mass(r, v, id); }, sh);
 
   Proposal q;

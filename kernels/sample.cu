@@ -32,46 +32,23 @@ __device__ __forceinline__ void sample_row(const SampleArgs& a) {
   // INVARIANT: row < the real picks <= the bucket picks lowering sized x (ld wide) and out for; the index
   // tables hold the batch ir::check validated, so the sequence found below and its tables are in range.
   const float* x = a.x + static_cast<unsigned long long>(row) * a.ld;
-  unsigned s = 0, hi_s = a.n[kRowsSeqs];
-  while (hi_s - s > 1) {  // the sequence whose picks hold row: pcu[s] <= row < pcu[s + 1]
-    const unsigned mid = (s + hi_s) / 2;
-    if (a.pcu[mid] <= row) {
-      s = mid;
-    } else {
-      hi_s = mid;
-    }
-  }
-  const float temperature = bits_float(a.sampling[4 * s]), top_p = bits_float(a.sampling[4 * s + 1]);
-  const unsigned long long seed = static_cast<unsigned long long>(a.sampling[4 * s + 2]) |
-                                 (static_cast<unsigned long long>(a.sampling[4 * s + 3]) << 32);
+  const unsigned s = sequence_of_pick(a.pcu, a.n[kRowsSeqs], row);
+  const RowSampling sampling = sampling_of(a.sampling, s);
   const unsigned position = a.start[s] + (a.prow[row] - a.cu[s]) + a.fill;
 
   __shared__ Shared sh;
-  unsigned long long best = 0;
-  unsigned min_key = kAllKeys, nan = 0;
-  visit_row(x, a.ld, a.columns, [&](float v, unsigned id) {
-    best = Max{}(best, choice_key(v, id));
-    if (v != v) {
-      nan = 1;
-    } else if (order_key(v) > kKeyNegInf && order_key(v) < kKeyPosInf) {
-      min_key = min_u(min_key, order_key(v));
-    }
-  });
-  best = block_reduce(best, Max{}, sh.scratch);
-  min_key = block_reduce(min_key, Min{}, sh.scratch);
-  nan = block_reduce(nan, Max{}, sh.scratch);
-  const unsigned argmax = x[0] != x[0] ? 0u : 0xffffffffu - static_cast<unsigned>(best);
-  const unsigned top_key = static_cast<unsigned>(best >> 32);
+  const RowScan scan = scan_row(x, a.ld, a.columns, sh.scratch);
+  const unsigned argmax = scan.argmax(x);
   unsigned token;
-  if (temperature == 0.0f) {
+  if (sampling.temperature == 0.0f) {
     token = argmax;
-  } else if (nan != 0 || top_key <= kKeyNegInf || top_key >= kKeyPosInf || !(temperature > 0.0f)) {
-    // The reference's p are NaN here: it keeps id 0 under a nucleus, else falls back to the last id.
-    token = top_p < 1.0f ? 0u : a.columns - 1;
+  } else if (scan.undefined_p(sampling.temperature)) {
+    token = sampling.top_p < 1.0f ? 0u : a.columns - 1;
   } else {
-    Row r{x, a.ld, a.columns, key_float(top_key), static_cast<double>(temperature)};
-    const Nucleus nu = top_p < 1.0f ? find_nucleus(r, top_p, key_float(min_key), sh) : Nucleus{};
-    token = draw_token(r, nu, draw_uniform(seed, position, a.stream), argmax, sh);
+    Row r{x, a.ld, a.columns, key_float(scan.top_key()), static_cast<double>(sampling.temperature)};
+    const Nucleus nu =
+        sampling.top_p < 1.0f ? find_nucleus(r, sampling.top_p, key_float(scan.min_key), sh) : Nucleus{};
+    token = draw_token(r, nu, draw_uniform(sampling.seed, position, a.stream), argmax, sh);
   }
   if (threadIdx.x == 0) a.out[row] = token;
 }

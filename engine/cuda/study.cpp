@@ -10,30 +10,11 @@
 #include "engine/core/dtype.h"
 #include "engine/cuda/check_impl.h"
 #include "engine/cuda/steps_impl.h"
+#include "engine/cuda/study_support_impl.h"
 #include "engine/cuda/timing_impl.h"
 
 namespace tandem::cuda {
 namespace {
-
-template <class T>
-Result<DeviceBuffer> upload(const Device& device, const std::vector<T>& host, const char* what) {
-  TANDEM_ASSIGN(DeviceBuffer b, DeviceBuffer::make(host.size() * sizeof(T), what));
-  // INVARIANT: the buffer holds the host vector's bytes; the copy is drained before the vector can go.
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice,
-                                    device.stream()));
-  TANDEM_TRY(device.synchronize());
-  return b;
-}
-
-Loc loc_of(const DeviceBuffer& b, uint32_t width, Dt type, const char* name) {
-  Loc l;
-  l.ptr = b.data();
-  l.rows = ir::Rows::kTokens;
-  l.width = width;
-  l.type = type;
-  l.name = name;
-  return l;
-}
 
 }  // namespace
 
@@ -41,26 +22,19 @@ Result<std::vector<AttentionStudy>> study_attention(const Device& device, const 
                                                     const AttentionShape& shape, int reps) {
   TANDEM_TRY(device.activate());
   std::mt19937 rng(17);
-  const IndexLayout layout = IndexLayout::for_bucket(shape.bucket);
-  std::vector<uint32_t> words(layout.words, 0);
-  fill_index(layout, shape.batch, words.data());
-  TANDEM_ASSIGN(DeviceBuffer index, upload(device, words, "a study index"));
+  TANDEM_ASSIGN(StudyBatch sb, study_batch(device, shape.batch, shape.bucket));
+  StepContext& ctx = sb.ctx;
   const uint32_t width = shape.heads * 64, positions = std::max(1u, shape.bucket.tokens);
   TANDEM_ASSIGN(DeviceBuffer qkv,
                 random_device_buffer(device, size_t{shape.bucket.tokens} * 3 * width, Dt::kF32, 1.0f, rng));
   DeviceBuffer rope_buffer;
   RopeTable rope;
   if (shape.theta > 0.0f) {
-    TANDEM_ASSIGN(rope_buffer, upload(device, rope_table(shape.theta, 32, positions), "a study RoPE table"));
+    TANDEM_ASSIGN(rope_buffer, upload_vector(device, rope_table(shape.theta, 32, positions), "a study RoPE table"));
     rope = RopeTable{rope_buffer.as<float>(), rope_buffer.as<float>() + size_t{positions} * 32};
   }
   ir::Attention op{{}, shape.heads, 64, std::nullopt, {}};
   if (shape.window >= 0) op.window = static_cast<uint32_t>(shape.window);
-  StepContext ctx;
-  ctx.bucket = shape.bucket;
-  ctx.ix = index_pointers(layout, index.as<const unsigned>());
-  ctx.tiles_max = layout.tiles_max;
-  ctx.sms = static_cast<uint32_t>(std::max(1, device.info().sms));
 
   std::vector<AttentionStudy> out;
   std::vector<uint16_t> reference;
@@ -69,8 +43,8 @@ Result<std::vector<AttentionStudy>> study_attention(const Device& device, const 
     if (is_tc2(kernel) && !modules.launchable(KernelId::attention_tc2_f32_f16)) continue;
     ctx.attention = kernel;
     TANDEM_ASSIGN(DeviceBuffer o, DeviceBuffer::make(size_t{shape.bucket.tokens} * width * 2, "a study output"));
-    TANDEM_ASSIGN(KernelStep step, attention_step(ctx, loc_of(qkv, 3 * width, Dt::kF32, "qkv"),
-                                                  loc_of(o, width, Dt::kF16, "out"), op,
+    TANDEM_ASSIGN(KernelStep step, attention_step(ctx, token_loc(qkv, 3 * width, Dt::kF32, "qkv"),
+                                                  token_loc(o, width, Dt::kF16, "out"), op,
                                                   shape.theta > 0.0f ? &rope : nullptr));
     step.label = std::string("attention ") + to_string(kernel);
     AttentionStudy st;

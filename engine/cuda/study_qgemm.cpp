@@ -2,11 +2,13 @@
 // shape, random operands on the device, launches timed one by one between events (timing_impl.h), medians.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "engine/core/dtype.h"
 #include "engine/cuda/check_impl.h"
 #include "engine/cuda/study_impl.h"
+#include "engine/cuda/study_support_impl.h"
 #include "engine/cuda/steps_impl.h"
 #include "engine/cuda/timing_impl.h"
 
@@ -15,34 +17,18 @@ namespace {
 
 constexpr uint32_t kGroup = 64;  // a load-time quantization's group (dflash_quant.h kLoadGroupSize)
 
-template <class T>
-Result<DeviceBuffer> upload_vector(const Device& device, const std::vector<T>& host, const char* what) {
-  TANDEM_ASSIGN(DeviceBuffer b, DeviceBuffer::make(std::max<size_t>(1, host.size() * sizeof(T)), what));
-  // INVARIANT: the buffer holds the host vector's bytes; the copy is drained before the vector can go.
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice,
-                                    device.stream()));
-  TANDEM_TRY(device.synchronize());
-  return b;
-}
-
 Result<std::vector<float>> download_bf16(const Device& device, const DeviceBuffer& b, size_t n) {
-  std::vector<uint16_t> bits(n);
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(bits.data(), b.data(), n * 2, cudaMemcpyDeviceToHost, device.stream()));
-  device.count_d2h(n * 2);
-  TANDEM_TRY(device.synchronize());
+  TANDEM_ASSIGN(const std::vector<unsigned char> bytes, download_bytes(device, b, n * 2));
   std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, bytes.data() + 2 * i, 2);
+    out[i] = bf16_to_float(bits);
+  }
   return out;
 }
 
-Loc token_loc(const DeviceBuffer& b, uint32_t width, const char* name) {
-  Loc l;
-  l.ptr = b.data();
-  l.width = width;
-  l.type = Dt::kBF16;
-  l.name = name;
-  return l;
-}
+Loc bf16_loc(const DeviceBuffer& b, uint32_t width, const char* name) { return token_loc(b, width, Dt::kBF16, name); }
 
 }  // namespace
 
@@ -54,18 +40,8 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
   }
   TANDEM_TRY(device.activate());
   std::mt19937 rng(29);
-  const ir::Bucket bucket{rows, 1, 1};
-  const IndexLayout layout = IndexLayout::for_bucket(bucket);
-  ir::Batch batch;
-  batch.add_sequence(std::vector<uint32_t>(rows, 1), {}, 0);
-  std::vector<uint32_t> words(layout.words, 0);
-  fill_index(layout, batch, words.data());
-  TANDEM_ASSIGN(DeviceBuffer index, upload_vector(device, words, "a study index"));
-  StepContext ctx;
-  ctx.bucket = bucket;
-  ctx.ix = index_pointers(layout, index.as<const unsigned>());
-  ctx.tiles_max = layout.tiles_max;
-  ctx.sms = static_cast<uint32_t>(std::max(1, device.info().sms));
+  TANDEM_ASSIGN(const StudyBatch sb, one_sequence(device, rows));
+  const StepContext& ctx = sb.ctx;
 
   TANDEM_ASSIGN(DeviceBuffer x, random_device_buffer(device, size_t{rows} * k, Dt::kBF16, 1.0f, rng));
   TANDEM_ASSIGN(DeviceBuffer y, DeviceBuffer::make(size_t{rows} * cols * 2, "a study output"));
@@ -85,8 +61,8 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
     w.group = kGroup;
     std::vector<float> first;
     for (bool tc : {false, true}) {
-      TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, token_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
-                                                token_loc(y, cols, "y"), tc));
+      TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
+                                                bf16_loc(y, cols, "y"), tc));
       step.label = fmt::format("qgemm int{} {}", bits, tc ? "tensor cores" : "cuda cores");
       QGemmStudy st;
       st.kernel = step.label;
@@ -109,7 +85,7 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
   }
   // The dense BF16 weight on the decode GEMM: what the quantized kernels save against.
   TANDEM_ASSIGN(DeviceBuffer dense, random_device_buffer(device, size_t{cols} * k, Dt::kBF16, 0.02f, rng));
-  TANDEM_ASSIGN(KernelStep step, gemm_decode_step(ctx, token_loc(x, k, "x"), token_loc(y, cols, "y"), dense.data(),
+  TANDEM_ASSIGN(KernelStep step, gemm_decode_step(ctx, bf16_loc(x, k, "x"), bf16_loc(y, cols, "y"), dense.data(),
                                                   nullptr, false));
   QGemmStudy st;
   st.kernel = "dense bf16 decode GEMM";

@@ -10,6 +10,7 @@
 #include "engine/cuda/check_impl.h"
 #include "engine/cuda/steps_impl.h"
 #include "engine/cuda/study_impl.h"
+#include "engine/cuda/study_support_impl.h"
 #include "engine/cuda/timing_impl.h"
 
 namespace tandem::cuda {
@@ -73,27 +74,10 @@ Result<std::vector<cublasLtMatmulAlgo_t>> split_candidates(const Device& device,
   return out;
 }
 
-Result<std::vector<unsigned char>> download(const Device& device, const DeviceBuffer& b, size_t bytes) {
-  std::vector<unsigned char> host(bytes);
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(host.data(), b.data(), bytes, cudaMemcpyDeviceToHost, device.stream()));
-  device.count_d2h(bytes);
-  TANDEM_TRY(device.synchronize());
-  return host;
-}
-
 struct Operands {
   std::vector<DeviceBuffer> w;  // copies of one random weight
   DeviceBuffer a, out, bias, workspace;
 };
-
-Loc loc_of(const DeviceBuffer& b, uint32_t width, Dt type, const char* name) {
-  Loc l;
-  l.ptr = b.data();
-  l.width = width;
-  l.type = type;
-  l.name = name;
-  return l;
-}
 
 }  // namespace
 
@@ -153,7 +137,7 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
       TANDEM_TRY(zero_out());
       TANDEM_TRY(launchers[0]());
       const size_t bytes = size_t{m} * shape.n * dt_size(shape.out);
-      TANDEM_ASSIGN(std::vector<unsigned char> got, download(device, o.out, bytes));
+      TANDEM_ASSIGN(std::vector<unsigned char> got, download_bytes(device, o.out, bytes));
       SplitStudy s;
       s.config = config;
       s.algo = algo;
@@ -196,27 +180,11 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
   // The decode GEMM (kernels/gemm_decode.cu).
   if (gemm_decode_supported(shape.k, shape.ab, shape.out, shape.accumulate).ok()) {
     const GemmDecodeSplit split = gemm_decode_split(shape.k, shape.n);
-    std::vector<std::shared_ptr<DeviceBuffer>> index_keep;
     const auto decode = [&](uint32_t m, size_t copy) -> Result<Launcher> {
-      const ir::Bucket bucket{m, 1, 1};
-      const IndexLayout layout = IndexLayout::for_bucket(bucket);
-      ir::Batch batch;
-      batch.add_sequence(std::vector<uint32_t>(m, 1), {}, 0);
-      std::vector<uint32_t> words(layout.words, 0);
-      fill_index(layout, batch, words.data());
-      TANDEM_ASSIGN(DeviceBuffer ix, DeviceBuffer::make(words.size() * 4, "a study index"));
-      TANDEM_CUDA_CHECK(cudaMemcpyAsync(ix.data(), words.data(), words.size() * 4, cudaMemcpyHostToDevice,
-                                        device.stream()));
-      TANDEM_TRY(device.synchronize());
-      auto keep = std::make_shared<DeviceBuffer>(std::move(ix));
-      index_keep.push_back(keep);
-      StepContext ctx;
-      ctx.bucket = bucket;
-      ctx.ix = index_pointers(layout, keep->as<const unsigned>());
-      ctx.tiles_max = layout.tiles_max;
-      ctx.sms = static_cast<uint32_t>(std::max(1, device.info().sms));
-      const Loc a = loc_of(o.a, shape.k, shape.ab, "a"), y = loc_of(o.out, shape.n, shape.out, "out");
-      TANDEM_ASSIGN(KernelStep step, gemm_decode_step(ctx, a, y, o.w[copy].data(), nullptr, shape.accumulate));
+      TANDEM_ASSIGN(StudyBatch sb, one_sequence(device, m));
+      auto keep = std::make_shared<DeviceBuffer>(std::move(sb.index));  // the launcher keeps the index alive
+      const Loc a = token_loc(o.a, shape.k, shape.ab, "a"), y = token_loc(o.out, shape.n, shape.out, "out");
+      TANDEM_ASSIGN(KernelStep step, gemm_decode_step(sb.ctx, a, y, o.w[copy].data(), nullptr, shape.accumulate));
       return Launcher([&device, &modules, step, keep] { return launch(modules, step, device.stream()); });
     };
     TANDEM_TRY(study("decode GEMM", "gemm_decode.cu", static_cast<int>(split.splits), decode));

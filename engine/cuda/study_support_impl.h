@@ -1,0 +1,40 @@
+// What every kernel study (study.cpp, study_qgemm.cpp, study_split.cpp) sets up around the step it
+// times: host vectors on the device and back, token-row locations on bare buffers, and a batch's index
+// with the StepContext its steps are made with. Diagnostics only: no plan uses them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/cuda/buffer_impl.h"
+#include "engine/cuda/device_impl.h"
+#include "engine/cuda/steps_impl.h"
+#include "engine/ir/batch.h"
+#include "engine/ir/bucket.h"
+
+namespace tandem::cuda {
+
+// `bytes` of host memory in a new device buffer (at least one byte), the copy finished.
+Result<DeviceBuffer> upload_bytes(const Device& device, const void* host, size_t bytes, const char* what);
+template <class T>
+Result<DeviceBuffer> upload_vector(const Device& device, const std::vector<T>& host, const char* what) {
+  return upload_bytes(device, host.data(), host.size() * sizeof(T), what);
+}
+// The first `bytes` of a device buffer on the host (counted as the device's device-to-host traffic).
+Result<std::vector<unsigned char>> download_bytes(const Device& device, const DeviceBuffer& b, size_t bytes);
+
+// Token rows of `width` elements of `type` at the start of `b`.
+Loc token_loc(const DeviceBuffer& b, uint32_t width, Dt type, const char* name);
+
+// A batch's index on the device and the context a step over its bucket is made with; `index` must outlive
+// every step made from `ctx`.
+struct StudyBatch {
+  DeviceBuffer index;
+  StepContext ctx;
+};
+Result<StudyBatch> study_batch(const Device& device, const ir::Batch& batch, const ir::Bucket& bucket);
+// One sequence of `rows` tokens in a bucket of exactly that size.
+Result<StudyBatch> one_sequence(const Device& device, uint32_t rows);
+
+}  // namespace tandem::cuda
