@@ -134,6 +134,7 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
     t.view.verify_us += done.verify_us;
     t.view.send_us += done.send_us;
     t.view.bytes_moved += done.bytes_sent + done.bytes_received;
+    t.view.device_to_host_bytes += done.device_to_host_bytes;
     t.view.guesses += done.guesses;
     t.view.guesses_used += done.guesses_used;
     t.view.handoffs += done.handoffs;

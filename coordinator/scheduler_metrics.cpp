@@ -67,6 +67,12 @@ std::string render_scheduler_metrics(const RoundScheduler& scheduler) {
   for (const auto& t : targets) {
     out += fmt::format("tandem_gen_data_plane_bytes_total{{rank=\"{}\"}} {}\n", t.rank, t.bytes_moved);
   }
+  header(out, "tandem_gen_device_to_host_bytes_total", "counter",
+         "Bytes a target rank's rounds copied from its GPU to the host (0 on the CPU backend). A generator keeps "
+         "logits and tap rows on the GPU: token ids only.");
+  for (const auto& t : targets) {
+    out += fmt::format("tandem_gen_device_to_host_bytes_total{{rank=\"{}\"}} {}\n", t.rank, t.device_to_host_bytes);
+  }
   header(out, "tandem_gen_kv_slots", "gauge", "KV cache slots of a target rank.");
   for (const auto& t : targets) out += fmt::format("tandem_gen_kv_slots{{rank=\"{}\"}} {}\n", t.rank, t.slots);
   header(out, "tandem_gen_kv_slots_used", "gauge", "KV cache slots holding a request, as the target rank reported.");

@@ -46,9 +46,21 @@ class Drafting {
   // lost leaves its handoffs unmoved; only a broken invariant here is an error. Local drafting has no
   // other drafter rank: nothing moves.
   virtual Status hand_over(int from, std::span<Handoff> handoffs, uint64_t round, RoundDone& done) = 0;
+  // Where the target leaves its runs' tap rows for these drafts (spec::TapRoute). kDevice: a generator
+  // whose drafter shares the target's GPU; the rows then settle (settle_now) before the target runs
+  // again. kHost: they are fetched and go with the next draft (remote drafters, the CPU backend).
+  virtual spec::TapRoute route() const = 0;
+  // kDevice: the requests' pending tap rows go into their drafter contexts now, right after the target's
+  // run that left them; kHost: nothing.
+  virtual Status settle_now(std::span<spec::Request* const> requests, RoundDone& done) = 0;
+  // The most requests one draft-and-verify may take: under rejection sampling on the device the drafts'
+  // proposals stay there until the verify reads them, one drafter run's worth (as spec::generate does).
+  virtual size_t group(uint32_t block) const = 0;
 };
 
-std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, spec::VerifyMode mode, int rank);
+// `route`: spec::tap_route of the generator's target and this drafter.
+std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, spec::VerifyMode mode, int rank,
+                                              spec::TapRoute route);
 // `links` by drafter rank, tap rows of `width`; `wait` bounds each reply (a drafter the coordinator
 // declares dead answers sooner: its link reports it lost). Under kReject a sampled request's draft
 // (temperature > 0) must come with one proposal per token, of ids below `vocab`, or the round fails.

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <exception>
 #include <map>
+#include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -72,8 +74,11 @@ class TargetRunner final : public RankRunner {
     options.threads = backend.threads;
     TANDEM_ASSIGN(backend_, backends::make_backend(options));
     mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
-    models::qwen3::TargetOptions topt{dcfg.target_layer_ids, generation_.slots, capacity_, nullptr,
-                                      mode_ == spec::VerifyMode::kReject};
+    // Rejection sampling reads the target's logits on the host only where the proposals are there: a
+    // target rank (they come from drafter ranks) or the CPU reference; a generator on a GPU rejects on it.
+    const bool host_logits =
+        mode_ == spec::VerifyMode::kReject && (role_ == "target" || backend_->caps().name == "cpu");
+    models::qwen3::TargetOptions topt{dcfg.target_layer_ids, generation_.slots, capacity_, nullptr, host_logits};
     TANDEM_ASSIGN(target_, models::qwen3::Target::open(*backend_, target.dir, topt));
     if (role_ == "target") {
       drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait, mode_, target_->vocab(),
@@ -85,7 +90,7 @@ class TargetRunner final : public RankRunner {
       TANDEM_ASSIGN(dopt.quantization, models::dflash::parse_quantization(drafter.quantization));
     }
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
-    drafting_ = make_local_drafting(*drafter_, mode_, rank_);
+    drafting_ = make_local_drafting(*drafter_, mode_, rank_, spec::tap_route(*target_, drafter_.get()));
     return warm_up(stopping);
   }
 
@@ -155,6 +160,12 @@ class TargetRunner final : public RankRunner {
   Result<RoundDone> run_round(const Round& round) {
     RoundDone done;
     done.round = round.round;
+    // What the round copies from the GPU to the host (ids only on a generator: tandem_gen_device_to_host_bytes).
+    const std::optional<uint64_t> d2h_before = backends::device_to_host_bytes(*backend_);
+    const auto count_d2h = [&] {
+      const std::optional<uint64_t> after = backends::device_to_host_bytes(*backend_);
+      if (d2h_before && after) done.device_to_host_bytes = *after - *d2h_before;
+    };
     for (uint32_t slot : round.releases) erase(slot);  // a slot already free is fine
     TANDEM_TRY(hand_over(round, done));
     for (size_t i = 0; i < round.moves.size(); ++i) TANDEM_TRY(move(round.moves[i], done));
@@ -166,6 +177,7 @@ class TargetRunner final : public RankRunner {
     }
     for (uint32_t slot : finished) erase(slot);
     done.slots_used = static_cast<uint32_t>(live_.size());
+    count_d2h();
     return done;
   }
 
@@ -240,18 +252,32 @@ class TargetRunner final : public RankRunner {
     live_.erase(it);
   }
 
+  // Every live request's round: drafts where it has a drafter, then one verify, in groups of
+  // Drafting::group (all at once but for rejection sampling on the device).
   Status verify_live(uint64_t round, uint32_t block, RoundDone& done) {
     if (live_.empty()) return ok_status();
-    std::vector<Live*> all, drafting_live;
+    std::vector<Live*> all;
+    for (auto& [slot, live] : live_) all.push_back(&live);
+    const size_t group = std::max<size_t>(drafting_->group(block), 1);
+    for (size_t at = 0; at < all.size(); at += group) {
+      const std::span<Live* const> lives(all.data() + at, std::min(group, all.size() - at));
+      TANDEM_TRY(verify_group(lives, round, block, done));
+    }
+    TANDEM_TRY(drafting_->collect(round, done));
+    for (Live* live : all) done.results.push_back(result_of(*live));
+    return ok_status();
+  }
+
+  Status verify_group(std::span<Live* const> lives, uint64_t round, uint32_t block, RoundDone& done) {
+    std::vector<Live*> drafting_live;
     std::vector<spec::Request*> requests, drafting;
     std::vector<int> drafters;
-    for (auto& [slot, live] : live_) {
-      all.push_back(&live);
-      requests.push_back(&live.request);
-      if (live.drafter >= 0 && block >= 2) {
-        drafting_live.push_back(&live);
-        drafting.push_back(&live.request);
-        drafters.push_back(live.drafter);
+    for (Live* live : lives) {
+      requests.push_back(&live->request);
+      if (live->drafter >= 0 && block >= 2) {
+        drafting_live.push_back(live);
+        drafting.push_back(&live->request);
+        drafters.push_back(live->drafter);
       }
     }
     std::vector<spec::Draft> drafts(requests.size());
@@ -268,18 +294,26 @@ class TargetRunner final : public RankRunner {
       }
     }
     const auto t0 = Clock::now();
-    TANDEM_TRY(spec::verify(*target_, requests, drafts, mode_, false));
-    done.verify_us = us_since(t0);
-    TANDEM_TRY(drafting_->collect(round, done));
-    for (Live* live : all) {
-      // A request that never drafts keeps no drafter context: its tap rows are dropped each round.
+    TANDEM_TRY(spec::verify(*target_, requests, drafts, mode_, false, drafting_->route()));
+    done.verify_us += us_since(t0);
+    return after_target_run(lives, done);
+  }
+
+  // After a target run over `lives`: a request that never drafts keeps no drafter context (its tap rows are
+  // dropped), and on TapRoute::kDevice the others' rows settle now, before the target runs again.
+  Status after_target_run(std::span<Live* const> lives, RoundDone& done) {
+    std::vector<spec::Request*> settle;
+    for (Live* live : lives) {
+      spec::Request& r = live->request;
       if (live->drafter < 0) {
-        live->request.taps.clear();
-        live->request.settled = live->request.start;
+        r.taps.clear();
+        r.device_taps = {};
+        r.settled = r.start;
+      } else if (r.active()) {
+        settle.push_back(&r);
       }
-      done.results.push_back(result_of(*live));
     }
-    return ok_status();
+    return drafting_->settle_now(settle, done);
   }
 
   Status admit(const Round& round, RoundDone& done) {
@@ -310,9 +344,10 @@ class TargetRunner final : public RankRunner {
       requests.push_back(&live.request);
     }
     const auto t0 = Clock::now();
-    Status s = spec::prefill(*target_, requests);
+    Status s = spec::prefill(*target_, requests, drafting_->route());
     done.prefill_us = us_since(t0);
     if (!s.ok()) return s;
+    TANDEM_TRY(after_target_run(admitted, done));
     for (Live* live : admitted) done.results.push_back(result_of(*live));
     return ok_status();
   }

@@ -65,6 +65,7 @@ void write_round_done(WireWriter& w, const RoundDone& d) {
     w.u64(r.draft_us);
   }
   w.u32(d.handoffs);
+  w.u64(d.device_to_host_bytes);
 }
 
 // A list count that `unit` bytes per entry (at least) can fit in what is left, else 0 and an error.
@@ -141,6 +142,7 @@ RoundDone read_round_done(WireReader& r) {
     p.draft_us = r.u64("drafters.draft_us");
   }
   d.handoffs = r.u32("handoffs");
+  d.device_to_host_bytes = r.u64("device_to_host_bytes");
   return d;
 }
 

@@ -127,6 +127,7 @@ struct RoundDone {
   uint32_t guesses_used = 0;  // this round's requests verified on a guess (the outcome it expected)
   std::vector<DrafterReport> drafters;
   uint32_t handoffs = 0;      // drain moves whose context crossed whole to the new drafter
+  uint64_t device_to_host_bytes = 0;  // what the round copied from the rank's GPU to the host (0 on the CPU)
 };
 struct RoundFailed {
   uint64_t round = 0;

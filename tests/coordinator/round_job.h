@@ -164,10 +164,9 @@ struct Plain {
   spec::Finish finish = spec::Finish::kNone;
 };
 
-// Plain decoding of each request alone: the reference every completion must equal.
-inline std::vector<Plain> plain_decoding(const std::vector<GenerationRequest>& reqs) {
-  auto backend = cpu::make_cpu_backend(1);
-  auto target = models::qwen3::Target::open(*backend, kTarget, {{}, 1, 512, nullptr});
+// Plain decoding of each request alone on `backend`: the reference every completion must equal.
+inline std::vector<Plain> plain_decoding(const std::vector<GenerationRequest>& reqs, ir::Backend& backend) {
+  auto target = models::qwen3::Target::open(backend, kTarget, {{}, 1, 512, nullptr});
   EXPECT_TRUE(target.ok()) << target.error().message();
   std::vector<Plain> out;
   for (const GenerationRequest& g : reqs) {
@@ -179,6 +178,11 @@ inline std::vector<Plain> plain_decoding(const std::vector<GenerationRequest>& r
     out.push_back({std::vector<uint32_t>(one[0].generated().begin(), one[0].generated().end()), one[0].finish});
   }
   return out;
+}
+// ... on the CPU backend.
+inline std::vector<Plain> plain_decoding(const std::vector<GenerationRequest>& reqs) {
+  auto backend = cpu::make_cpu_backend(1);
+  return plain_decoding(reqs, *backend);
 }
 
 inline GenerationFinish expected_finish(spec::Finish f) {

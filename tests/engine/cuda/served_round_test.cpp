@@ -1,0 +1,132 @@
+// The served round on a CUDA generator rank (issues 10 and 11): a coordinator and one generator rank
+// (models/pylm with models/pylm-dflash, FP32) on threads over the in-process world, requests through the
+// RoundScheduler as /v1/completions sends them. The rank keeps the target's tap rows on the GPU and settles
+// them into the drafter right after each target run (spec::TapRoute::kDevice), and rejection sampling reads
+// the target's logits and the drafts' proposals there: a round copies token ids to the host and nothing
+// else, which the rank reports (tandem_gen_device_to_host_bytes_total) and this test bounds by one tap row
+// a round (through the host, every verify copies at least one kept tap row per request, and rejection
+// sampling a logits row per draft). Greedy and sample-and-match output equals plain decoding on the same
+// backend token for token.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "coordinator/scheduler_metrics.h"
+#include "engine/backends/backend_factory.h"
+#include "tests/coordinator/round_job.h"
+#include "tests/engine/cuda/gpu_test_util.h"
+
+namespace tandem::cuda::test {
+namespace {
+
+using coordinator::GenerationRequest;
+using coordinator::test::GenJob;
+
+constexpr uint32_t kBlock = 4;
+// models/pylm: 3 tap layers of 384 floats.
+constexpr uint64_t kTapRowBytes = 3 * 384 * sizeof(float);
+
+config::Deployment cuda_deployment(uint32_t slots, config::Verify verify) {
+  config::Deployment d = coordinator::test::deployment(1, slots);
+  d.ranks[1].backend.name = "cuda";
+  d.ranks[1].backend.precision = ir::Precision::kF32;
+  d.ranks[1].backend.device = 0;
+  d.generation.block_size = kBlock;
+  d.generation.kv_capacity = 128;
+  d.generation.verify = verify;
+  return d;
+}
+
+// Held-out prompts, cut short on the emulator (its attention is O(tokens²) on the SIMT scheduler).
+std::vector<GenerationRequest> requests(size_t n, uint32_t max_tokens) {
+  const auto prompts = coordinator::test::eval_prompts();
+  std::vector<GenerationRequest> out;
+  for (size_t i = 0; i < n; ++i) {
+    GenerationRequest g;
+    g.prompt = prompts.at(i % prompts.size());
+    g.prompt.resize(std::min<size_t>(g.prompt.size(), emulated() ? 24 : 96));
+    g.max_tokens = max_tokens;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// Each request alone through plain decoding (no drafter) on a CUDA backend like the rank's.
+std::vector<std::vector<uint32_t>> plain_on_cuda(const std::vector<GenerationRequest>& reqs) {
+  backends::BackendOptions bo;
+  bo.name = "cuda";
+  bo.precision = ir::Precision::kF32;
+  auto backend = backends::make_backend(bo);
+  EXPECT_TRUE(backend.ok()) << backend.error().message();
+  if (!backend.ok()) return {};
+  std::vector<std::vector<uint32_t>> out;
+  for (auto& p : coordinator::test::plain_decoding(reqs, **backend)) out.push_back(std::move(p.tokens));
+  return out;
+}
+
+struct Served {
+  std::vector<std::vector<uint32_t>> tokens;
+  uint32_t accepted = 0;
+  uint64_t rounds = 0;
+  uint64_t d2h_bytes = 0;
+  std::string metrics;
+};
+
+Served serve(const config::Deployment& d, const std::vector<GenerationRequest>& reqs) {
+  Served out;
+  GenJob job(d);
+  EXPECT_TRUE(job.ready().ok()) << job.ready().error().message();
+  if (!job.ready().ok()) return out;
+  std::vector<std::shared_ptr<coordinator::test::Outcome>> outs;
+  for (const auto& g : reqs) outs.push_back(coordinator::test::submit(job.scheduler(), g));
+  for (auto& o : outs) {
+    coordinator::test::wait(*o);
+    out.tokens.push_back(o->tokens);
+    out.accepted += o->last.stats.accepted;
+  }
+  const auto view = job.scheduler().targets().at(0);
+  out.rounds = view.rounds;
+  out.d2h_bytes = view.device_to_host_bytes;
+  out.metrics = coordinator::render_scheduler_metrics(job.scheduler());
+  return out;
+}
+
+void expect_ids_only(const Served& s) {
+  ASSERT_GT(s.rounds, 0u);
+  EXPECT_GT(s.d2h_bytes, 0u) << "the ids come to the host, so the count cannot be 0 on a GPU";
+  EXPECT_LT(s.d2h_bytes, s.rounds * kTapRowBytes)
+      << s.rounds << " rounds copied " << s.d2h_bytes << " bytes: more than one tap row a round crossed";
+  EXPECT_NE(s.metrics.find("tandem_gen_device_to_host_bytes_total{rank=\"1\"} " + std::to_string(s.d2h_bytes) + "\n"),
+            std::string::npos)
+      << s.metrics;
+}
+
+// Greedy, seeded sample-and-match and a plain (speculative: false) request share the rounds.
+TEST(ServedRoundOnCuda, OutputEqualsPlainDecodingAndOnlyIdsReachTheHost) {
+  TANDEM_REQUIRE_GPU();
+  auto reqs = requests(3, emulated() ? 10 : 32);
+  reqs[1].sampling = {0.8f, 0.95f, 1234};
+  reqs[2].speculative = false;
+  const auto want = plain_on_cuda(reqs);
+  ASSERT_EQ(want.size(), reqs.size());
+  const Served got = serve(cuda_deployment(3, config::Verify::kMatch), reqs);
+  ASSERT_EQ(got.tokens.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i], want[i]) << "request " << i;
+  EXPECT_GT(got.accepted, 0u) << "no draft was accepted: speculation did not run";
+  expect_ids_only(got);
+}
+
+// verify: reject at T > 0: the drafts are sampled on the drafter's device and accepted there against the
+// target's logits; every request runs to max_tokens (no stop ids), copying ids only.
+TEST(ServedRoundOnCuda, RejectionSamplingStaysOnTheGpu) {
+  TANDEM_REQUIRE_GPU();
+  auto reqs = requests(2, emulated() ? 10 : 32);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].sampling = {0.7f, 0.9f, 77 + i};
+  const Served got = serve(cuda_deployment(2, config::Verify::kReject), reqs);
+  ASSERT_EQ(got.tokens.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i].size(), reqs[i].max_tokens) << "request " << i;
+  expect_ids_only(got);
+}
+
+}  // namespace
+}  // namespace tandem::cuda::test
