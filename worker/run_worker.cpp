@@ -4,8 +4,12 @@
 // dead. The two meet in a Mailbox (in) and an Outbox (out). The MPI thread never blocks on the compute
 // thread, not even when stopping: a Shutdown closes the mailbox, and the compute thread leaves at its
 // next unit of work (a warm-up plan, a batch, a round); one still busy after kComputeStopWait (a CUDA
-// plan lowering, a long prefill) is left behind, and the process ends without it.
+// plan lowering, a long prefill) is left behind, and the process ends without it. The runner's teardown
+// (a GPU's weights, caches and graphs: seconds) comes after the goodbye, so it never delays the job's
+// stop or passes for a long call.
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -20,12 +24,33 @@ namespace {
 // still says goodbye in time instead of looking dead.
 constexpr auto kComputeStopWait = std::chrono::seconds(2);
 
+// How long a rank that said goodbye waits for its runner's teardown before its process ends without it.
+constexpr auto kTeardownWait = std::chrono::seconds(30);
+
 // Shared, so a compute thread left behind by an abnormal exit never touches a dead stack frame.
 struct Shared {
   Mailbox mail;
   Outbox outbox;
   std::atomic<bool> loaded{false};  // the compute thread reported Ready or LoadFailed: it is past the load
+  std::atomic<bool> served{false};  // the runner's work is over (or it never loaded); its teardown waits
   std::atomic<bool> ended{false};   // the compute thread has returned (its runner torn down): join() is quick
+
+  // The goodbye is out: the compute thread may tear its runner down. Never given on an abnormal exit,
+  // so a compute thread left behind then never tears down while the process ends.
+  void allow_teardown() {
+    std::lock_guard lock(m);
+    teardown = true;
+    cv.notify_all();
+  }
+  void wait_for_teardown() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [this] { return teardown; });
+  }
+
+ private:
+  std::mutex m;
+  std::condition_variable cv;
+  bool teardown = false;
 };
 
 void compute_main(const RankFactory& factory, Shared& s, int coordinator) {
@@ -55,6 +80,12 @@ void compute_main(const RankFactory& factory, Shared& s, int coordinator) {
     return;
   }
   runner->serve(s.mail, s.outbox, coordinator);
+  s.served = true;
+  s.wait_for_teardown();
+  const auto t0 = std::chrono::steady_clock::now();
+  runner.reset();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  if (ms > std::chrono::seconds(1)) log::info("the runner's teardown took {} ms (after the goodbye)", ms.count());
 }
 
 class BatchLoop final : public RankRunner {
@@ -111,6 +142,7 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
   auto shared = std::make_shared<Shared>();
   std::thread compute([shared, coordinator, factory = std::move(factory)] {
     compute_main(factory, *shared, coordinator);
+    shared->served = true;  // also after a failed or cut-short load
     shared->ended = true;
   });
   const std::string me = topology.describe(topology.rank());
@@ -191,7 +223,7 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
       break;
     }
     if (stopping) {
-      if (shared->ended) break;
+      if (shared->served) break;
       if (now - *stopping >= kComputeStopWait) {
         const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - *stopping).count();
         if (shared->loaded) {
@@ -209,18 +241,29 @@ int run_worker(Transport& transport, const Topology& topology, const config::Hea
   }
   shared->mail.close();
   // An abnormal end leaves the compute thread wherever it is (deep in a load, say), and so does a stop it
-  // did not answer in time: the caller's process ends without waiting for it.
-  if (exit_code != 0 || !shared->ended) {
+  // did not answer in time: the caller's process ends without waiting for it (or tearing anything down).
+  const bool served = shared->served;
+  if (exit_code != 0 || !served) {
     compute.detach();
     if (exit_code != 0) return exit_code;
-  } else {
-    compute.join();
   }
   // What the compute thread sent last (a peer's final frames) leaves before the goodbye.
   while (auto m = shared->outbox.try_pop()) send(m->dest, m->tag, std::move(m->bytes));
   send(coordinator, Tag::kStatus, encode(Bye{}));
   const auto deadline = Clock::now() + std::chrono::seconds(2);
   while (transport.pending() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!served) return 0;
+  // Then the runner's teardown, bounded: a device that hangs in it does not keep the process.
+  shared->allow_teardown();
+  const auto teardown_deadline = Clock::now() + kTeardownWait;
+  while (!shared->ended && Clock::now() < teardown_deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (shared->ended) {
+    compute.join();
+  } else {
+    log::warn("{}: the runner's teardown is still going {} s after the goodbye; the process ends without it", me,
+              std::chrono::duration_cast<std::chrono::seconds>(kTeardownWait).count());
+    compute.detach();
+  }
   return 0;
 }
 

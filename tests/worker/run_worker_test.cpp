@@ -216,6 +216,46 @@ TEST(RunWorker, ShutdownDuringALongBatchStillSaysGoodbyeInTime) {
   EXPECT_EQ(result.get(), 0);
 }
 
+// A runner whose teardown takes seconds (a GPU rank freeing its weights, caches and graphs): told to stop
+// while idle, the rank says goodbye at once, then tears down, and returns only when that is done. (Before,
+// the teardown ran before the goodbye: the rank waited 2 s, called it "one long call", said goodbye and
+// left its teardown running while the process ended.)
+class SlowTeardown final : public BatchRunner {
+ public:
+  SlowTeardown(std::shared_ptr<std::atomic<bool>> done, std::chrono::milliseconds teardown)
+      : done_(std::move(done)), teardown_(teardown) {}
+  ~SlowTeardown() override {
+    std::this_thread::sleep_for(teardown_);
+    *done_ = true;
+  }
+  Result<RunOutput> run(const ir::Batch&) override { return RunOutput{}; }
+  RunnerInfo info() const override { return {"scorer", "fake", "cpu", "test", 10, 20, 1000}; }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> done_;
+  std::chrono::milliseconds teardown_;
+};
+
+TEST(RunWorker, ASlowTeardownComesAfterTheGoodbye) {
+  auto world = make_local_world(2);
+  const auto d = two_rank_deployment();
+  auto torn_down = std::make_shared<std::atomic<bool>>(false);
+  auto result = start_worker(world, d, [torn_down] {
+    return Result<std::unique_ptr<BatchRunner>>(std::make_unique<SlowTeardown>(torn_down, 3000ms));
+  });
+  Coordinator c{*world[0]};
+  ASSERT_TRUE(std::holds_alternative<Ready>(c.expect(Tag::kStatus)));
+  const auto stop = std::chrono::steady_clock::now();
+  c.send(Shutdown{});
+  auto bye = c.expect(Tag::kStatus, 4000ms);
+  EXPECT_TRUE(std::holds_alternative<Bye>(bye));
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, 1000ms) << "the goodbye waited for the teardown";
+  EXPECT_FALSE(torn_down->load());
+  ASSERT_EQ(result.wait_for(6s), std::future_status::ready);
+  EXPECT_EQ(result.get(), 0);
+  EXPECT_TRUE(torn_down->load()) << "the rank returned before its runner was torn down";
+}
+
 // A load told to stop leaves at its next unit of work (as a warm-up between plans) and says goodbye
 // at once; the cut-short load is not reported as a load failure.
 TEST(RunWorker, ShutdownDuringALoadEndsItAtTheNextUnit) {
