@@ -44,7 +44,7 @@ std::vector<GenerationRequest> requests(size_t n, uint32_t max_tokens) {
   for (size_t i = 0; i < n; ++i) {
     GenerationRequest g;
     g.prompt = prompts.at(i % prompts.size());
-    g.prompt.resize(std::min<size_t>(g.prompt.size(), emulated() ? 24 : 96));
+    g.prompt.resize(std::min<size_t>(g.prompt.size(), emulated() ? 24 : 64));  // + max_tokens fits 128
     g.max_tokens = max_tokens;
     out.push_back(std::move(g));
   }
@@ -81,6 +81,7 @@ Served serve(const config::Deployment& d, const std::vector<GenerationRequest>& 
   for (const auto& g : reqs) outs.push_back(coordinator::test::submit(job.scheduler(), g));
   for (auto& o : outs) {
     coordinator::test::wait(*o);
+    EXPECT_EQ(o->last.finish, coordinator::GenerationFinish::kLength) << (o->last.error ? o->last.error->message : "");
     out.tokens.push_back(o->tokens);
     out.accepted += o->last.stats.accepted;
   }
