@@ -55,7 +55,7 @@ class DrafterRunner final : public RankRunner {
     }
     TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
     mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
-    if (generation_.warm_up) {  // as the target's (load_generator.cpp)
+    if (generation_.warm_up) {  // as the target's (target_runner.cpp)
       const auto t0 = Clock::now();
       TANDEM_ASSIGN(const size_t plans, drafter_->prepare_rounds(generation_.slots, block_, stopping));
       log::info("drafter {}: warm-up lowered {} plans in {:.1f} s", name_, plans,
