@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "engine/backends/backend_factory.h"
+#include "engine/core/elapsed.h"
 #include "engine/core/log.h"
 #include "engine/io/hf_config.h"
 #include "engine/spec/spec.h"
@@ -23,10 +24,6 @@ namespace tandem::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t us_since(Clock::time_point start) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-}
 
 // Guesses cover the accepted lengths 0..kGuessedShort and the full block (the likely outcomes).
 constexpr uint32_t kGuessedShort = 2;

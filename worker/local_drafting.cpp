@@ -4,16 +4,13 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "engine/core/elapsed.h"
 #include "worker/drafting_impl.h"
 
 namespace tandem::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t us_since(Clock::time_point start) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-}
 
 class LocalDrafting final : public Drafting {
  public:

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/elapsed.h"
 #include "engine/core/log.h"
 #include "worker/context_messages.h"
 #include "worker/drafting_impl.h"
@@ -16,10 +17,6 @@ namespace tandem::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t us_since(Clock::time_point start) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-}
 
 class RemoteDrafting final : public Drafting {
  public:
