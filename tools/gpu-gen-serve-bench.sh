@@ -155,6 +155,16 @@ for name, d in runs.items():
           f"{g('itl_ms','p50'):>8.2f} {g('itl_ms','p99'):>8.2f} {g('tpot_ms','p50'):>9.2f} "
           f"{g('latency_ms','p50'):>9.1f} {g('latency_ms','p99'):>9.1f}  mismatched {d['mismatched']} lost {d['lost']}")
 PY
-grep -E "^tandem_gen_(rounds|drafted|accepted)|acceptance_length_(sum|count)" "$OUT/metrics.txt" | head -12 | tee -a "$LOG"
+grep -E "^tandem_gen_(rounds|drafted|accepted|device_to_host_bytes)|acceptance_length_(sum|count)" "$OUT/metrics.txt" \
+  | head -14 | tee -a "$LOG"
+# What a round copied from the GPU to the host, on average (a generator: token ids only).
+python3 - "$OUT/metrics.txt" <<'PY' | tee -a "$LOG"
+import re, sys
+text = open(sys.argv[1]).read()
+def total(name):
+    return sum(float(v) for v in re.findall(rf"^{name}{{[^}}]*}} (\S+)$", text, re.M))
+rounds, d2h = total("tandem_gen_rounds_total"), total("tandem_gen_device_to_host_bytes_total")
+print(f"device-to-host: {d2h:.0f} bytes in {rounds:.0f} rounds, {d2h / rounds if rounds else 0:.0f} bytes a round")
+PY
 tar czf "$OUT/logs.tar.gz" -C "$WORK" --exclude=target --exclude=drafter . 2>/dev/null
 say "done"
