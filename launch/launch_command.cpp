@@ -52,11 +52,30 @@ struct LaunchOptions {
   bool dry_run = false;
   bool raw_mpi_output = false;
   std::string exit_dir = "/tmp";   // where rank 0 leaves its exit code: a folder rank 0's node sees
-  // Seconds an orderly stop may take before the job is ended (0: no limit). Rank 0's own stop is bounded
-  // (the work in hand gets 10 s, the workers' goodbyes 5 s): this catches what is not (a hung MPI_Finalize).
-  int stop_timeout_s = 60;
+  // Seconds an orderly stop may take before the job is ended (0: no limit; -1, the default: the YAML's
+  // limits.shutdown_drain_ms + kStopMargin). Rank 0's own stop is bounded (the work in hand gets
+  // shutdown_drain_ms, the workers' goodbyes 5 s): this catches what is not (a hung MPI_Finalize).
+  int stop_timeout_s = -1;
   std::vector<std::string> extra;  // after `--`, passed to mpirun as they are
 };
+
+// What an orderly stop takes beyond the work in hand's drain: the workers' goodbyes (5 s), a worker's
+// wait for its long call (2 s), rank 0's answers going out, MPI_Finalize, and room to spare.
+constexpr int kStopMargin = 50;
+
+// --stop-timeout as the job runs it: the default follows limits.shutdown_drain_ms; a limit shorter than
+// the drain plus the goodbyes would end a stop that is going as it should, which is said once.
+int stop_timeout_for(const LaunchOptions& o, const config::Deployment& d) {
+  const int drain_s = static_cast<int>((d.limits.shutdown_drain_ms + 999) / 1000);
+  if (o.stop_timeout_s < 0) return drain_s + kStopMargin;
+  if (o.stop_timeout_s > 0 && o.stop_timeout_s < drain_s + 10) {
+    std::fprintf(stderr,
+                 "tandem launch: warning: --stop-timeout %d s is shorter than limits.shutdown_drain_ms (%d s) plus "
+                 "the ranks' goodbyes (10 s): a stop may be ended while it still answers the work in hand\n",
+                 o.stop_timeout_s, drain_s);
+  }
+  return o.stop_timeout_s;
+}
 
 // Signals seen, for the wait loop; the handler only counts (and wakes poll by interrupting it).
 volatile std::sig_atomic_t g_signals = 0;
@@ -333,6 +352,7 @@ int launch(const LaunchOptions& o) {
     return 1;
   }
   const config::Deployment& d = loaded.value();
+  const int stop_timeout_s = stop_timeout_for(o, d);
   const int ranks = static_cast<int>(d.ranks.size());
   if (o.np != 0 && o.np != ranks) {
     std::fprintf(stderr, "tandem launch: %s lists %d ranks under 'ranks' but --np is %d; they must agree\n",
@@ -429,7 +449,7 @@ int launch(const LaunchOptions& o) {
     return 1;
   }
 
-  const MpirunEnd end = run_mpirun(args, o.raw_mpi_output, std::chrono::seconds(o.stop_timeout_s));
+  const MpirunEnd end = run_mpirun(args, o.raw_mpi_output, std::chrono::seconds(stop_timeout_s));
   int code = end.code;
   std::ifstream in(exit_file);
   int reported = -1;
@@ -479,7 +499,8 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--exit-dir", o->exit_dir,
                   "folder for rank 0's exit code; on several nodes, one rank 0's node shares with this one");
   cmd->add_option("--stop-timeout", o->stop_timeout_s,
-                  "seconds an orderly stop (Ctrl-C, SIGTERM) may take before the job is ended; 0: no limit")
+                  "seconds an orderly stop (Ctrl-C, SIGTERM) may take before the job is ended; 0: no limit "
+                  "(default: limits.shutdown_drain_ms + 50 s, 60 s with the default drain)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("extra", o->extra, "after --: more mpirun arguments");
   cmd->callback([o, &exit_code] { exit_code = launch(*o); });

@@ -97,6 +97,32 @@ TEST(Launch, OneMachineWithFewerCoresThanRanksIsOversubscribed) {
   EXPECT_NE(hosts.output.find("add slots or pass --oversubscribe"), std::string::npos) << hosts.output;
 }
 
+// --stop-timeout shorter than limits.shutdown_drain_ms plus the goodbyes would end a stop that is going as
+// it should: said once on stderr, and the launch goes on; a long enough one, or the default (the drain +
+// 50 s), says nothing.
+TEST(Launch, AStopTimeoutShorterThanTheDrainIsWarnedAbout) {
+  TempDir dir;
+  const std::string config = (dir.path() / "drain.yaml").string();
+  std::ofstream(config) << cpu_deployment(1, "limits: {shutdown_drain_ms: 30000}\n");
+  const std::string warning = "tandem launch: warning: --stop-timeout 20 s is shorter than limits.shutdown_drain_ms "
+                              "(30 s) plus the ranks' goodbyes (10 s): a stop may be ended while it still answers "
+                              "the work in hand";
+  auto short_one = run_command({TANDEM_BINARY, "launch", "--config", config, "--dry-run", "--stop-timeout", "20"},
+                               dir.path() / "short.log");
+  EXPECT_EQ(short_one.code, 0) << short_one.output;
+  EXPECT_NE(short_one.output.find(warning), std::string::npos) << short_one.output;
+  EXPECT_EQ(short_one.output.find(warning), short_one.output.rfind(warning)) << "said once:\n" << short_one.output;
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--stop-timeout", "40"},
+                                                std::vector<std::string>{"--stop-timeout", "0"},
+                                                std::vector<std::string>{}}) {
+    std::vector<std::string> args{TANDEM_BINARY, "launch", "--config", config, "--dry-run"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    auto r = run_command(args, dir.path() / "fine.log");
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(r.output.find("warning: --stop-timeout"), std::string::npos) << r.output;
+  }
+}
+
 // stdout is data only: --dry-run prints the mpirun command there, alone; the plan (each rank, the
 // address) goes to stderr with the other logs.
 TEST(Launch, DryRunPrintsOnlyTheCommandOnStdout) {
