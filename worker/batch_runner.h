@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "engine/core/result.h"
+#include "engine/ir/backend.h"
 #include "engine/ir/batch.h"
 #include "engine/ir/bucket.h"
 #include "worker/mailbox.h"
@@ -66,6 +67,9 @@ class RankRunner {
 using RankFactory = std::function<Result<std::unique_ptr<RankRunner>>(Mailbox&, Outbox&)>;
 // The scorer's loop: each RunBatch command run on `runner`, answered BatchDone or BatchFailed.
 std::unique_ptr<RankRunner> serve_batches(std::unique_ptr<BatchRunner> runner);
+
+// The backend a rank's YAML `backend` section asks for (engine/backends make_backend).
+Result<std::unique_ptr<ir::Backend>> make_rank_backend(const config::Backend& backend);
 
 // Asked by a long load between its units of work (each plan of a warm-up): true once the rank has been
 // told to stop (Mailbox::closed), and the load then ends with a kCancelled error at the next unit.

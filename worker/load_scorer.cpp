@@ -2,7 +2,6 @@
 // buckets so no request pays for lowering.
 #include <fmt/format.h>
 
-#include "engine/backends/backend_factory.h"
 #include "engine/models/decision/decision_model.h"
 #include "worker/batch_runner.h"
 
@@ -15,12 +14,7 @@ class ScorerRunner final : public BatchRunner {
 
   Status load(const config::Model& model, const config::Backend& backend, const Stopping& stopping) {
     TANDEM_ASSIGN(model_, models::decision::DecisionModel::load(model.dir));
-    backends::BackendOptions options;
-    options.name = backend.name;
-    options.precision = backend.precision;
-    options.device = backend.device;
-    options.threads = backend.threads;
-    TANDEM_ASSIGN(backend_, backends::make_backend(options));
+    TANDEM_ASSIGN(backend_, make_rank_backend(backend));
     TANDEM_ASSIGN(scorer_, models::decision::Scorer::create(*model_, *backend_, buckets_));
     return scorer_->warm_up(stopping);
   }

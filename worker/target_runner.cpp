@@ -63,12 +63,7 @@ class TargetRunner final : public RankRunner {
                          "generation.kv_capacity: {} positions leave no room for a prompt beside a block of {}",
                          capacity_, block_);
     }
-    backends::BackendOptions options;
-    options.name = backend.name;
-    options.precision = backend.precision;
-    options.device = backend.device;
-    options.threads = backend.threads;
-    TANDEM_ASSIGN(backend_, backends::make_backend(options));
+    TANDEM_ASSIGN(backend_, make_rank_backend(backend));
     mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
     // Rejection sampling reads the target's logits on the host only where the proposals are there: a
     // target rank (they come from drafter ranks) or the CPU reference; a generator on a GPU rejects on it.

@@ -1,0 +1,180 @@
+// The drafter rank's runner: load, the serve loop and the drafts of an ask (drafter_runner_impl.h).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "engine/core/elapsed.h"
+#include "engine/core/log.h"
+#include "engine/io/hf_config.h"
+#include "worker/drafter_runner_impl.h"
+
+namespace tandem::worker {
+
+using Clock = std::chrono::steady_clock;
+
+Status DrafterRunner::load(const config::Model& target, const config::Model& drafter,
+                           const config::Backend& backend, const Stopping& stopping) {
+  TANDEM_ASSIGN(const io::Qwen3Config tcfg, io::load_qwen3_config(target.dir + "/config.json"));
+  TANDEM_ASSIGN(const io::DFlashConfig dcfg, io::load_dflash_config(drafter.dir + "/config.json"));
+  capacity_ = generation_.kv_capacity ? generation_.kv_capacity : tcfg.max_position_embeddings;
+  block_ = generation_.block_size ? generation_.block_size : dcfg.block_size;
+  vocab_ = tcfg.vocab_size;
+  TANDEM_ASSIGN(backend_, make_rank_backend(backend));
+  models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};
+  if (!drafter.quantization.empty()) {
+    TANDEM_ASSIGN(dopt.quantization, models::dflash::parse_quantization(drafter.quantization));
+  }
+  TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
+  mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
+  if (generation_.warm_up) {  // as the target's (target_runner.cpp)
+    const auto t0 = Clock::now();
+    TANDEM_ASSIGN(const size_t plans, drafter_->prepare_rounds(generation_.slots, block_, stopping));
+    log::info("drafter {}: warm-up lowered {} plans in {:.1f} s", name_, plans,
+              std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return ok_status();
+}
+
+RunnerInfo DrafterRunner::info() const {
+  const ir::Caps caps = backend_->caps();
+  // Plans: those the warm-up lowered (later first uses add to them).
+  RunnerInfo i{"drafter", name_, caps.name, caps.device, drafter_->weight_bytes(), drafter_->plan_bytes(), vocab_};
+  i.state_bytes = drafter_->context().bytes();
+  i.slots = generation_.slots;
+  i.capacity = capacity_;
+  i.block = block_;
+  return i;
+}
+
+void DrafterRunner::serve(Mailbox& mail, Outbox&, int) {
+  comm::Link* link = link_.get();
+  for (;;) {
+    auto p = link->recv(Clock::now() + std::chrono::milliseconds(200));
+    if (!p.ok()) {
+      // The rank is stopping, or its target is gone: nothing more to draft for.
+      if (p.error().kind() != ErrorKind::kCancelled) log::warn("drafter: {}", p.error().message());
+      return;
+    }
+    if (!p->has_value()) {
+      if (mail.closed()) return;
+      continue;
+    }
+    if (is_context_message((*p)->header)) {
+      std::vector<float> rows;
+      const ContextMessage answer = hand_over(**p, rows);
+      Status s = link->send(encode_context(answer), comm::RowsOut::of_host(rows, drafter_->context().row_width()));
+      if (!s.ok()) log::error("drafter: answering context message of round {}: {}", answer.round, s.error().message());
+      continue;
+    }
+    std::optional<DraftAsk> ask;
+    DraftReply reply = answer(**p, ask);
+    Status s = link->send(encode_reply(reply), comm::RowsOut::none());
+    if (!s.ok()) log::error("drafter: answering round {}: {}", reply.round, s.error().message());
+    if (!ask || std::none_of(ask->entries.begin(), ask->entries.end(), [](const DraftEntry& e) { return e.guess; })) {
+      continue;
+    }
+    DraftReply guesses = guess(*ask, reply);
+    s = link->send(encode_reply(guesses), comm::RowsOut::none());
+    if (!s.ok()) log::error("drafter: guessing past round {}: {}", guesses.round, s.error().message());
+  }
+}
+
+DraftReply DrafterRunner::answer(const comm::Packet& p, std::optional<DraftAsk>& decoded) {
+  DraftReply reply;
+  auto ask = decode_ask(p.header, p.rows, target_rank_);
+  if (!ask.ok()) {
+    log::error("drafter: {}", ask.error().message());
+    return reply;  // round 0, no drafts: the target fails the round on the mismatch
+  }
+  decoded = *ask;
+  reply.round = ask->round;
+  for (uint32_t slot : ask->releases) {
+    mirrors_.erase(slot);
+    last_tap_.erase(slot);
+  }
+  if (ask->entries.empty()) {
+    reply.slots_used = static_cast<uint32_t>(mirrors_.size());
+    return reply;
+  }
+  Status s = run(*ask, p, reply);
+  if (!s.ok()) {
+    // The contexts of these slots are unknown now: they are dropped, and their requests get empty
+    // drafts (plain decoding steps on the target) from here on, since no later ask can continue them.
+    log::error("drafter: round {}: {}", ask->round, s.error().message());
+    for (const DraftEntry& e : ask->entries) mirrors_.erase(e.slot);
+    reply.drafts.assign(ask->entries.size(), {});
+    reply.proposals.clear();
+  }
+  reply.slots_used = static_cast<uint32_t>(mirrors_.size());
+  return reply;
+}
+
+Status DrafterRunner::run(const DraftAsk& ask, const comm::Packet& p, DraftReply& reply) {
+  const uint32_t width = drafter_->tap_width();
+  if (p.rows > 0 && p.width != width) {
+    return Error::make(ErrorKind::kShape, "tap rows of width {}, the drafter takes {}", p.width, width);
+  }
+  std::vector<spec::Request*> requests;
+  size_t at = 0;
+  for (const DraftEntry& e : ask.entries) {
+    if (e.slot >= generation_.slots) {
+      return Error::make(ErrorKind::kInvalidArgument, "slot {} is past the drafter's {} slots", e.slot,
+                         generation_.slots);
+    }
+    if (e.start + ask.block + 1 > capacity_) {
+      return Error::make(ErrorKind::kCapacity, "slot {}: a block at {} passes the {} context positions", e.slot,
+                         e.start, capacity_);
+    }
+    spec::Request& m = mirrors_[e.slot];
+    if (e.settled == 0) {
+      m = spec::Request{};
+      m.slot = e.slot;
+    } else if (m.settled != e.settled) {
+      return Error::make(ErrorKind::kInvalidArgument, "slot {}: the context reaches {}, the ask continues from {}",
+                         e.slot, m.settled, e.settled);
+    }
+    m.params.sampling = {e.temperature, 1.0f, e.seed};
+    m.start = e.start;
+    m.tokens.resize(size_t{e.start} + 1);
+    m.tokens.back() = e.bonus;
+    const size_t n = size_t{e.rows} * width;
+    m.taps.assign(p.data.begin() + static_cast<std::ptrdiff_t>(at), p.data.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+    if (e.rows > 0) last_tap_[e.slot].assign(m.taps.end() - width, m.taps.end());
+    requests.push_back(&m);
+  }
+  auto t0 = Clock::now();
+  TANDEM_TRY(spec::settle(*drafter_, requests));
+  reply.settle_us = us_since(t0);
+  t0 = Clock::now();
+  // Only the entries that want a draft get one (the others verify a guess this round).
+  std::vector<spec::Request*> drafting;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (ask.entries[i].wants_draft) drafting.push_back(requests[i]);
+  }
+  std::vector<spec::Draft> drafts;
+  if (!drafting.empty()) TANDEM_TRY(spec::draft(*drafter_, drafting, ask.block, mode_, drafts));
+  reply.draft_us = us_since(t0);
+  size_t k = 0;
+  reply.drafts.resize(ask.entries.size());
+  reply.proposals.resize(ask.entries.size());
+  for (size_t i = 0; i < ask.entries.size(); ++i) {
+    if (!ask.entries[i].wants_draft) continue;
+    reply.drafts[i] = std::move(drafts[k].tokens);
+    reply.proposals[i] = std::move(drafts[k].proposals);
+    ++k;
+  }
+  return ok_status();
+}
+
+Result<std::unique_ptr<RankRunner>> load_drafter(const config::Model& target, const config::Model& drafter,
+                                                 const config::Backend& backend,
+                                                 const config::Generation& generation, int target_rank,
+                                                 std::unique_ptr<comm::Link> link, const Stopping& stopping) {
+  auto runner = std::make_unique<DrafterRunner>(drafter.name, generation, target_rank, std::move(link));
+  Status s = runner->load(target, drafter, backend, stopping);
+  if (!s.ok()) return std::move(s).error().context(fmt::format("loading drafter {} on {}", drafter.dir, backend.name));
+  return std::unique_ptr<RankRunner>(std::move(runner));
+}
+
+}  // namespace tandem::worker
