@@ -138,7 +138,8 @@ Status DrafterRunner::run(const DraftAsk& ask, const comm::Packet& p, DraftReply
     m.tokens.resize(size_t{e.start} + 1);
     m.tokens.back() = e.bonus;
     const size_t n = size_t{e.rows} * width;
-    m.taps.assign(p.data.begin() + static_cast<std::ptrdiff_t>(at), p.data.begin() + static_cast<std::ptrdiff_t>(at + n));
+    m.taps.assign(p.data.begin() + static_cast<std::ptrdiff_t>(at),
+                  p.data.begin() + static_cast<std::ptrdiff_t>(at + n));
     at += n;
     if (e.rows > 0) last_tap_[e.slot].assign(m.taps.end() - width, m.taps.end());
     requests.push_back(&m);

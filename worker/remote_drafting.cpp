@@ -1,7 +1,5 @@
-// Remote drafting (drafting_impl.h): one DraftAsk per drafter (sent before any reply
-// is awaited, so drafters draft in parallel), then the replies in the same order. With overlap the
-// guesses come after the verify (collect), each kept for its slot until the next round checks it. A
-// drain's hand-over is one context ask to the drained drafter, then the rows on to each new drafter.
+// Remote drafting's rounds (remote_drafting_impl.h): the asks with each request's pending tap rows, the
+// replies with drafts (and proposals q under verify: reject, checked), the overlap guesses, lost drafters.
 #include <algorithm>
 #include <cstdint>
 
@@ -9,349 +7,219 @@
 
 #include "engine/core/elapsed.h"
 #include "engine/core/log.h"
-#include "worker/context_messages.h"
-#include "worker/drafting_impl.h"
-#include "worker/gen_messages.h"
+#include "worker/remote_drafting_impl.h"
 
 namespace tandem::worker {
-namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class RemoteDrafting final : public Drafting {
- public:
-  RemoteDrafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width, std::chrono::milliseconds wait,
-                 spec::VerifyMode mode, uint32_t vocab, bool overlap)
-      : links_(std::move(links)), width_(width), wait_(wait), mode_(mode), vocab_(vocab), overlap_(overlap) {}
-
-  Status draft(std::span<spec::Request* const> requests, std::span<const int> drafters, uint32_t block,
-               uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) override {
-    out.assign(requests.size(), {});
-    std::map<int, std::vector<size_t>> groups;  // drafter rank -> request indices
-    for (size_t i = 0; i < requests.size(); ++i) {
-      if (alive(drafters[i])) groups[drafters[i]].push_back(i);
-    }
-    const auto t_send = Clock::now();
-    asked_.clear();
-    for (auto& [rank, idx] : groups) {
-      comm::Link& link = *links_.at(rank);
-      DraftAsk ask;
-      ask.round = round;
-      ask.block = block;
-      rows_.clear();
-      Asked& asked = asked_[rank];
-      for (size_t i : idx) {
-        spec::Request& r = *requests[i];
-        const auto& s = r.params.sampling;
-        DraftEntry e;
-        e.slot = r.slot;
-        e.settled = r.settled;
-        e.rows = r.start - r.settled;
-        e.start = r.start;
-        e.bonus = r.tokens.back();
-        e.temperature = s.temperature;
-        e.seed = s.seed;
-        e.guess = overlap_ && !needs_proposals(r);
-        if (std::vector<uint32_t> drafts = take_guess(r, block); !drafts.empty()) {
-          e.wants_draft = false;
-          e.verified = drafts;
-          out[i].tokens = std::move(drafts);
-          done.guesses_used += 1;
-        }
-        asked.slots.push_back(r.slot);
-        ask.entries.push_back(e);
-        rows_.insert(rows_.end(), r.taps.begin(), r.taps.end());
-        // The drafter rank holds the context from here on.
-        r.taps.clear();
-        r.settled = r.start;
-      }
-      asked.round = round;
-      asked.draft_pending = true;  // the reply comes also when no entry wants a draft
-      asked.wants_drafts = std::any_of(ask.entries.begin(), ask.entries.end(),
-                                       [](const DraftEntry& e) { return e.wants_draft; });
-      asked.wants_guesses = std::any_of(ask.entries.begin(), ask.entries.end(),
-                                        [](const DraftEntry& e) { return e.guess; });
-      TANDEM_TRY(link.send(encode_ask(ask), comm::RowsOut::of_host(rows_, width_)));
-    }
-    done.send_us += us_since(t_send);
-    const auto t_wait = Clock::now();
-    for (auto& [rank, idx] : groups) {
-      Asked& asked = asked_[rank];
-      // Every entry verifies a guess: the reply is read after the verify (collect).
-      if (!asked.wants_drafts) continue;
-      comm::Link& link = *links_.at(rank);
-      auto reply = await(link, round, false);
-      asked.draft_pending = false;
-      if (!reply.ok()) {
-        if (reply.error().kind() == ErrorKind::kUnavailable) {
-          log::warn("drafter rank {} is lost ({}): its {} requests decode without drafts", rank,
-                    reply.error().message(), idx.size());
-          lost_.push_back(rank);
-          for (size_t i : idx) out[i].tokens.clear();
-          continue;
-        }
-        return std::move(reply).error();
-      }
-      if (reply->drafts.size() != idx.size()) {
-        return Error::make(ErrorKind::kFormat, "drafter rank {} answered round {} with {} drafts for {} requests", rank,
-                           round, reply->drafts.size(), idx.size());
-      }
-      for (size_t k = 0; k < idx.size(); ++k) {
-        if (!reply->drafts[k].empty() && reply->drafts[k].size() + 1 != block) {
-          return Error::make(ErrorKind::kFormat, "drafter rank {}: slot {} got {} drafts for a block of {}", rank,
-                             requests[idx[k]]->slot, reply->drafts[k].size(), block);
-        }
-        spec::Draft& d = out[idx[k]];
-        if (!d.tokens.empty()) continue;  // it verifies its guess
-        d.tokens = std::move(reply->drafts[k]);
-        if (k < reply->proposals.size()) d.proposals = std::move(reply->proposals[k]);
-        TANDEM_TRY(check_proposals(*requests[idx[k]], d, rank, k));
-      }
-      done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
-    }
-    done.wait_us += us_since(t_wait);
-    for (const auto& [rank, link] : links_) {
-      const comm::LinkStats s = link->stats();
-      done.bytes_sent += s.bytes_sent - seen_[rank].bytes_sent;
-      done.bytes_received += s.bytes_received - seen_[rank].bytes_received;
-      seen_[rank] = s;
-    }
-    return ok_status();
+Status RemoteDrafting::draft(std::span<spec::Request* const> requests, std::span<const int> drafters,
+                             uint32_t block, uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) {
+  out.assign(requests.size(), {});
+  std::map<int, std::vector<size_t>> groups;  // drafter rank -> request indices
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (alive(drafters[i])) groups[drafters[i]].push_back(i);
   }
-
-  Status collect(uint64_t round, RoundDone& done) override {
-    // The last round's guesses were used or are stale now (their requests did not draft this round).
-    guesses_.clear();
-    const auto t_wait = Clock::now();
-    for (auto& [rank, asked] : asked_) {
-      if (asked.round != round || !alive(rank)) continue;
-      comm::Link& link = *links_.at(rank);
-      if (asked.draft_pending) {
-        auto reply = await(link, round, false);
-        if (!reply.ok() && reply.error().kind() != ErrorKind::kUnavailable) return std::move(reply).error();
-        if (!reply.ok()) {
-          lost(rank, reply.error());
-          continue;
-        }
-        asked.draft_pending = false;
-        done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
+  const auto t_send = Clock::now();
+  asked_.clear();
+  for (auto& [rank, idx] : groups) {
+    comm::Link& link = *links_.at(rank);
+    DraftAsk ask;
+    ask.round = round;
+    ask.block = block;
+    rows_.clear();
+    Asked& asked = asked_[rank];
+    for (size_t i : idx) {
+      spec::Request& r = *requests[i];
+      const auto& s = r.params.sampling;
+      DraftEntry e;
+      e.slot = r.slot;
+      e.settled = r.settled;
+      e.rows = r.start - r.settled;
+      e.start = r.start;
+      e.bonus = r.tokens.back();
+      e.temperature = s.temperature;
+      e.seed = s.seed;
+      e.guess = overlap_ && !needs_proposals(r);
+      if (std::vector<uint32_t> drafts = take_guess(r, block); !drafts.empty()) {
+        e.wants_draft = false;
+        e.verified = drafts;
+        out[i].tokens = std::move(drafts);
+        done.guesses_used += 1;
       }
-      if (!asked.wants_guesses) continue;
-      auto reply = await(link, round, true);
+      asked.slots.push_back(r.slot);
+      ask.entries.push_back(e);
+      rows_.insert(rows_.end(), r.taps.begin(), r.taps.end());
+      // The drafter rank holds the context from here on.
+      r.taps.clear();
+      r.settled = r.start;
+    }
+    asked.round = round;
+    asked.draft_pending = true;  // the reply comes also when no entry wants a draft
+    asked.wants_drafts = std::any_of(ask.entries.begin(), ask.entries.end(),
+                                     [](const DraftEntry& e) { return e.wants_draft; });
+    asked.wants_guesses = std::any_of(ask.entries.begin(), ask.entries.end(),
+                                      [](const DraftEntry& e) { return e.guess; });
+    TANDEM_TRY(link.send(encode_ask(ask), comm::RowsOut::of_host(rows_, width_)));
+  }
+  done.send_us += us_since(t_send);
+  const auto t_wait = Clock::now();
+  for (auto& [rank, idx] : groups) {
+    Asked& asked = asked_[rank];
+    // Every entry verifies a guess: the reply is read after the verify (collect).
+    if (!asked.wants_drafts) continue;
+    comm::Link& link = *links_.at(rank);
+    auto reply = await(link, round, false);
+    asked.draft_pending = false;
+    if (!reply.ok()) {
+      if (reply.error().kind() == ErrorKind::kUnavailable) {
+        log::warn("drafter rank {} is lost ({}): its {} requests decode without drafts", rank,
+                  reply.error().message(), idx.size());
+        lost_.push_back(rank);
+        for (size_t i : idx) out[i].tokens.clear();
+        continue;
+      }
+      return std::move(reply).error();
+    }
+    if (reply->drafts.size() != idx.size()) {
+      return Error::make(ErrorKind::kFormat, "drafter rank {} answered round {} with {} drafts for {} requests", rank,
+                         round, reply->drafts.size(), idx.size());
+    }
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (!reply->drafts[k].empty() && reply->drafts[k].size() + 1 != block) {
+        return Error::make(ErrorKind::kFormat, "drafter rank {}: slot {} got {} drafts for a block of {}", rank,
+                           requests[idx[k]]->slot, reply->drafts[k].size(), block);
+      }
+      spec::Draft& d = out[idx[k]];
+      if (!d.tokens.empty()) continue;  // it verifies its guess
+      d.tokens = std::move(reply->drafts[k]);
+      if (k < reply->proposals.size()) d.proposals = std::move(reply->proposals[k]);
+      TANDEM_TRY(check_proposals(*requests[idx[k]], d, rank, k));
+    }
+    done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
+  }
+  done.wait_us += us_since(t_wait);
+  for (const auto& [rank, link] : links_) {
+    const comm::LinkStats s = link->stats();
+    done.bytes_sent += s.bytes_sent - seen_[rank].bytes_sent;
+    done.bytes_received += s.bytes_received - seen_[rank].bytes_received;
+    seen_[rank] = s;
+  }
+  return ok_status();
+}
+
+Status RemoteDrafting::collect(uint64_t round, RoundDone& done) {
+  // The last round's guesses were used or are stale now (their requests did not draft this round).
+  guesses_.clear();
+  const auto t_wait = Clock::now();
+  for (auto& [rank, asked] : asked_) {
+    if (asked.round != round || !alive(rank)) continue;
+    comm::Link& link = *links_.at(rank);
+    if (asked.draft_pending) {
+      auto reply = await(link, round, false);
       if (!reply.ok() && reply.error().kind() != ErrorKind::kUnavailable) return std::move(reply).error();
       if (!reply.ok()) {
         lost(rank, reply.error());
         continue;
       }
-      if (reply->guesses.size() != asked.slots.size()) {
-        return Error::make(ErrorKind::kFormat, "drafter rank {} guessed past round {} for {} requests, it was asked {}",
-                           rank, round, reply->guesses.size(), asked.slots.size());
-      }
-      for (size_t k = 0; k < asked.slots.size(); ++k) {
-        done.guesses += static_cast<uint32_t>(reply->guesses[k].size());
-        if (!reply->guesses[k].empty()) guesses_[asked.slots[k]] = std::move(reply->guesses[k]);
-      }
+      asked.draft_pending = false;
+      done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
     }
-    asked_.clear();
-    done.wait_us += us_since(t_wait);
-    return ok_status();
-  }
-
-  bool alive(int rank) const override {
-    return rank >= 0 && links_.count(rank) > 0 && std::find(lost_.begin(), lost_.end(), rank) == lost_.end();
-  }
-  // The rows go to the drafter ranks from the host with each ask; one draft() per round.
-  spec::TapRoute route() const override { return spec::TapRoute::kHost; }
-  Status settle_now(std::span<spec::Request* const>, RoundDone&) override { return ok_status(); }
-  size_t group(uint32_t) const override { return SIZE_MAX; }
-
-  Status hand_over(int from, std::span<Handoff> handoffs, uint64_t round, RoundDone& done) override {
-    if (!alive(from)) return ok_status();
-    ContextMessage ask{ContextKind::kAsk, round, {}, 0};
-    for (const Handoff& h : handoffs) {
-      ask.entries.push_back({h.slot, h.length});
-      guesses_.erase(h.slot);  // the new drafter drafts them from here on
+    if (!asked.wants_guesses) continue;
+    auto reply = await(link, round, true);
+    if (!reply.ok() && reply.error().kind() != ErrorKind::kUnavailable) return std::move(reply).error();
+    if (!reply.ok()) {
+      lost(rank, reply.error());
+      continue;
     }
-    auto rows = exchange(from, ask, comm::RowsOut::none(), ContextKind::kRows);
-    if (!rows) return ok_status();
-    done.drafters.push_back({from, rows->first.slots_used, 0, 0});
-    // The rows go on to each new drafter as they came, grouped by drafter, in the order asked.
-    std::map<int, std::pair<ContextMessage, std::vector<float>>> onward;
-    const uint32_t width = rows->second.width;
-    size_t at = 0;
-    for (size_t i = 0; i < handoffs.size(); ++i) {
-      const ContextEntry& got = rows->first.entries[i];
-      const size_t n = size_t{got.length} * width;
-      const auto part = std::span<const float>(rows->second.data).subspan(at, n);
-      at += n;
-      if (got.length != handoffs[i].length || handoffs[i].to == from || !alive(handoffs[i].to)) continue;
-      if (got.length == 0) {  // nothing settled yet: its next ask starts the context on `to` afresh
-        handoffs[i].moved = true;
-        continue;
-      }
-      auto& [message, data] = onward[handoffs[i].to];
-      message.kind = ContextKind::kRows;
-      message.round = round;
-      message.entries.push_back(got);
-      data.insert(data.end(), part.begin(), part.end());
+    if (reply->guesses.size() != asked.slots.size()) {
+      return Error::make(ErrorKind::kFormat, "drafter rank {} guessed past round {} for {} requests, it was asked {}",
+                         rank, round, reply->guesses.size(), asked.slots.size());
     }
-    for (auto& [to, sent] : onward) {
-      auto taken = exchange(to, sent.first, comm::RowsOut::of_host(sent.second, width), ContextKind::kTaken);
-      if (!taken) continue;
-      done.drafters.push_back({to, taken->first.slots_used, 0, 0});
-      for (const ContextEntry& e : taken->first.entries) {
-        for (Handoff& h : handoffs) {
-          if (h.slot == e.slot && h.to == to && e.length == h.length) h.moved = true;
-        }
-      }
-    }
-    return ok_status();
-  }
-
-  void release(uint32_t slot, int rank) override {
-    guesses_.erase(slot);
-    if (!alive(rank)) return;
-    DraftAsk ask;
-    ask.releases = {slot};
-    Status s = links_.at(rank)->send(encode_ask(ask), comm::RowsOut::none());
-    if (!s.ok()) log::warn("releasing slot {} on drafter rank {}: {}", slot, rank, s.error().message());
-  }
-
- private:
-  // Rejection sampling needs q for every sampled draft token; other drafts carry none.
-  bool needs_proposals(const spec::Request& r) const {
-    return mode_ == spec::VerifyMode::kReject && r.params.sampling.temperature > 0.0f;
-  }
-
-  Status check_proposals(const spec::Request& r, const spec::Draft& d, int rank, size_t k) const {
-    const size_t want = needs_proposals(r) ? d.tokens.size() : 0;
-    if (d.proposals.size() != want) {
-      return Error::make(ErrorKind::kFormat,
-                         "drafter rank {}: slot {}: drafts[{}].proposals: {} proposals for {} draft tokens (verify: "
-                         "{}, temperature {})",
-                         rank, r.slot, k, d.proposals.size(), d.tokens.size(),
-                         mode_ == spec::VerifyMode::kReject ? "reject" : "match", r.params.sampling.temperature);
-    }
-    for (size_t j = 0; j < d.proposals.size(); ++j) {
-      for (uint32_t id : d.proposals[j].ids) {
-        if (id >= vocab_) {
-          return Error::make(ErrorKind::kFormat,
-                             "drafter rank {}: slot {}: drafts[{}].proposals[{}].ids: id {} is past the vocabulary "
-                             "of {}",
-                             rank, r.slot, k, j, id, vocab_);
-        }
-      }
-    }
-    return ok_status();
-  }
-
-  struct Asked {
-    uint64_t round = 0;
-    std::vector<uint32_t> slots;  // the ask's entries
-    bool wants_drafts = false;    // some entry has no guess to verify
-    bool wants_guesses = false;   // some entry asks for guesses (the drafter sends none otherwise)
-    bool draft_pending = false;   // the draft reply is not read yet
-  };
-
-  // The drafts of the guess kept for `r`'s slot whose outcome is the one the last round had (its start
-  // and bonus), at most block − 1 of them; none when no guess is. The slot's guesses are used once.
-  std::vector<uint32_t> take_guess(const spec::Request& r, uint32_t block) {
-    if (needs_proposals(r)) return {};  // a guess carries no q
-    auto it = guesses_.find(r.slot);
-    if (it == guesses_.end()) return {};
-    std::vector<Guess> kept = std::move(it->second);
-    guesses_.erase(it);
-    for (const Guess& g : kept) {
-      if (g.at != r.start || g.tokens.size() < 2 || g.tokens[0] != r.tokens.back()) continue;
-      std::vector<uint32_t> drafts;
-      for (size_t k = 1; k < g.tokens.size() && drafts.size() + 1 < block; ++k) drafts.push_back(g.tokens[k]);
-      return drafts;
-    }
-    return {};
-  }
-
-  // Sends `m` to drafter `rank` and awaits its answer of kind `want` for the same round and entries: the
-  // answer and its rows, or nullopt (logged) when the drafter fails, is lost (it is marked so) or
-  // answers past the deadline.
-  std::optional<std::pair<ContextMessage, comm::Packet>> exchange(int rank, const ContextMessage& m,
-                                                                  const comm::RowsOut& rows, ContextKind want) {
-    comm::Link& link = *links_.at(rank);
-    auto failed = [&](const Error& e) -> std::optional<std::pair<ContextMessage, comm::Packet>> {
-      log::warn("handing drafter contexts over in round {}: drafter rank {}: {}", m.round, rank, e.message());
-      if (e.kind() == ErrorKind::kUnavailable || e.kind() == ErrorKind::kTimeout) lost(rank, e);
-      return std::nullopt;
-    };
-    if (Status s = link.send(encode_context(m), rows); !s.ok()) return failed(s.error());
-    const auto deadline = Clock::now() + wait_;
-    for (;;) {
-      auto p = link.recv(deadline);
-      if (!p.ok()) return failed(p.error());
-      if (!p->has_value()) {
-        return failed(Error::make(ErrorKind::kTimeout, "no answer within {} ms", wait_.count()));
-      }
-      if (!is_context_message((*p)->header)) continue;  // a draft reply of a round that did not read it
-      auto answer = decode_context((*p)->header, (*p)->rows, rank);
-      if (!answer.ok()) return failed(answer.error());
-      if (answer->round != 0 && answer->round < m.round) continue;  // a late answer to an earlier hand-over
-      if (answer->round != m.round || answer->kind != want || answer->entries.size() != m.entries.size()) {
-        return failed(Error::make(ErrorKind::kFormat, "it answered a context {} of {} entries for round {}",
-                                  to_string(answer->kind), answer->entries.size(), answer->round));
-      }
-      for (size_t i = 0; i < m.entries.size(); ++i) {
-        if (answer->entries[i].slot != m.entries[i].slot || answer->entries[i].length > m.entries[i].length) {
-          return failed(Error::make(ErrorKind::kFormat, "entries[{}]: slot {} with {} positions, asked slot {} with {}",
-                                    i, answer->entries[i].slot, answer->entries[i].length, m.entries[i].slot,
-                                    m.entries[i].length));
-        }
-      }
-      return std::make_pair(std::move(answer).value(), std::move(**p));
+    for (size_t k = 0; k < asked.slots.size(); ++k) {
+      done.guesses += static_cast<uint32_t>(reply->guesses[k].size());
+      if (!reply->guesses[k].empty()) guesses_[asked.slots[k]] = std::move(reply->guesses[k]);
     }
   }
+  asked_.clear();
+  done.wait_us += us_since(t_wait);
+  return ok_status();
+}
 
-  void lost(int rank, const Error& why) {
-    log::warn("drafter rank {} is lost ({}): its requests decode without drafts", rank, why.message());
-    lost_.push_back(rank);
+void RemoteDrafting::release(uint32_t slot, int rank) {
+  guesses_.erase(slot);
+  if (!alive(rank)) return;
+  DraftAsk ask;
+  ask.releases = {slot};
+  Status s = links_.at(rank)->send(encode_ask(ask), comm::RowsOut::none());
+  if (!s.ok()) log::warn("releasing slot {} on drafter rank {}: {}", slot, rank, s.error().message());
+}
+
+Status RemoteDrafting::check_proposals(const spec::Request& r, const spec::Draft& d, int rank,
+                                       size_t k) const {
+  const size_t want = needs_proposals(r) ? d.tokens.size() : 0;
+  if (d.proposals.size() != want) {
+    return Error::make(ErrorKind::kFormat,
+                       "drafter rank {}: slot {}: drafts[{}].proposals: {} proposals for {} draft tokens (verify: "
+                       "{}, temperature {})",
+                       rank, r.slot, k, d.proposals.size(), d.tokens.size(),
+                       mode_ == spec::VerifyMode::kReject ? "reject" : "match", r.params.sampling.temperature);
   }
-
-  // The reply (drafts, or with `guess` the guesses) to `round`, skipping replies to earlier rounds (a
-  // round that failed before reading them) and, for the guesses, the round's draft reply.
-  Result<DraftReply> await(comm::Link& link, uint64_t round, bool guess) {
-    const auto deadline = Clock::now() + wait_;
-    for (;;) {
-      TANDEM_ASSIGN(std::optional<comm::Packet> p, link.recv(deadline));
-      if (!p) {
-        return Error::make(ErrorKind::kTimeout, "drafter rank {} did not answer round {} within {} ms", link.peer(),
-                           round, wait_.count());
-      }
-      if (is_context_message(p->header)) continue;  // a hand-over's answer that came after its deadline
-      TANDEM_ASSIGN(DraftReply reply, decode_reply(p->header, link.peer(), vocab_));
-      if (reply.round == round && reply.guess == guess) return reply;
-      if (reply.round == round && guess) continue;
-      if (reply.round == round) {
-        return Error::make(ErrorKind::kFormat, "drafter rank {} sent its guesses past round {} before the drafts",
-                           link.peer(), round);
-      }
-      if (reply.round > round) {
-        return Error::make(ErrorKind::kFormat, "drafter rank {} answered round {} while round {} waits", link.peer(),
-                           reply.round, round);
+  for (size_t j = 0; j < d.proposals.size(); ++j) {
+    for (uint32_t id : d.proposals[j].ids) {
+      if (id >= vocab_) {
+        return Error::make(ErrorKind::kFormat,
+                           "drafter rank {}: slot {}: drafts[{}].proposals[{}].ids: id {} is past the vocabulary "
+                           "of {}",
+                           rank, r.slot, k, j, id, vocab_);
       }
     }
   }
+  return ok_status();
+}
 
-  std::map<int, std::unique_ptr<comm::Link>> links_;
-  uint32_t width_;
-  std::chrono::milliseconds wait_;
-  spec::VerifyMode mode_;
-  uint32_t vocab_;
-  std::vector<int> lost_;
-  std::vector<float> rows_;
-  std::map<int, comm::LinkStats> seen_;
-  bool overlap_;
-  std::map<int, Asked> asked_;          // this round's asks, by drafter rank
-  std::map<uint32_t, std::vector<Guess>> guesses_;  // by slot: the next round's guesses
-};
+std::vector<uint32_t> RemoteDrafting::take_guess(const spec::Request& r, uint32_t block) {
+  if (needs_proposals(r)) return {};  // a guess carries no q
+  auto it = guesses_.find(r.slot);
+  if (it == guesses_.end()) return {};
+  std::vector<Guess> kept = std::move(it->second);
+  guesses_.erase(it);
+  for (const Guess& g : kept) {
+    if (g.at != r.start || g.tokens.size() < 2 || g.tokens[0] != r.tokens.back()) continue;
+    std::vector<uint32_t> drafts;
+    for (size_t k = 1; k < g.tokens.size() && drafts.size() + 1 < block; ++k) drafts.push_back(g.tokens[k]);
+    return drafts;
+  }
+  return {};
+}
 
-}  // namespace
+void RemoteDrafting::lost(int rank, const Error& why) {
+  log::warn("drafter rank {} is lost ({}): its requests decode without drafts", rank, why.message());
+  lost_.push_back(rank);
+}
+
+Result<DraftReply> RemoteDrafting::await(comm::Link& link, uint64_t round, bool guess) {
+  const auto deadline = Clock::now() + wait_;
+  for (;;) {
+    TANDEM_ASSIGN(std::optional<comm::Packet> p, link.recv(deadline));
+    if (!p) {
+      return Error::make(ErrorKind::kTimeout, "drafter rank {} did not answer round {} within {} ms", link.peer(),
+                         round, wait_.count());
+    }
+    if (is_context_message(p->header)) continue;  // a hand-over's answer that came after its deadline
+    TANDEM_ASSIGN(DraftReply reply, decode_reply(p->header, link.peer(), vocab_));
+    if (reply.round == round && reply.guess == guess) return reply;
+    if (reply.round == round && guess) continue;
+    if (reply.round == round) {
+      return Error::make(ErrorKind::kFormat, "drafter rank {} sent its guesses past round {} before the drafts",
+                         link.peer(), round);
+    }
+    if (reply.round > round) {
+      return Error::make(ErrorKind::kFormat, "drafter rank {} answered round {} while round {} waits", link.peer(),
+                         reply.round, round);
+    }
+  }
+}
 
 std::unique_ptr<Drafting> make_remote_drafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width,
                                                std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab,

@@ -1,0 +1,82 @@
+// Remote drafting (drafting_impl.h make_remote_drafting): a target rank's drafts from its drafter ranks over
+// engine/comm links. One DraftAsk per drafter (sent before any reply is awaited, so drafters draft in
+// parallel), then the replies in the same order; with overlap the guesses come after the verify (collect),
+// each kept for its slot until the next round checks it (remote_drafting.cpp). A drain's hand-over is one
+// context ask to the drained drafter, then the rows on to each new drafter (remote_handover.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "worker/context_messages.h"
+#include "worker/drafting_impl.h"
+#include "worker/gen_messages.h"
+
+namespace tandem::worker {
+
+class RemoteDrafting final : public Drafting {
+ public:
+  RemoteDrafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width, std::chrono::milliseconds wait,
+                 spec::VerifyMode mode, uint32_t vocab, bool overlap)
+      : links_(std::move(links)), width_(width), wait_(wait), mode_(mode), vocab_(vocab), overlap_(overlap) {}
+
+  Status draft(std::span<spec::Request* const> requests, std::span<const int> drafters, uint32_t block,
+               uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) override;
+  Status collect(uint64_t round, RoundDone& done) override;
+  bool alive(int rank) const override {
+    return rank >= 0 && links_.count(rank) > 0 && std::find(lost_.begin(), lost_.end(), rank) == lost_.end();
+  }
+  // The rows go to the drafter ranks from the host with each ask; one draft() per round.
+  spec::TapRoute route() const override { return spec::TapRoute::kHost; }
+  Status settle_now(std::span<spec::Request* const>, RoundDone&) override { return ok_status(); }
+  size_t group(uint32_t) const override { return SIZE_MAX; }
+  Status hand_over(int from, std::span<Handoff> handoffs, uint64_t round, RoundDone& done) override;
+  void release(uint32_t slot, int rank) override;
+
+ private:
+  // Rejection sampling needs q for every sampled draft token; other drafts carry none.
+  bool needs_proposals(const spec::Request& r) const {
+    return mode_ == spec::VerifyMode::kReject && r.params.sampling.temperature > 0.0f;
+  }
+  Status check_proposals(const spec::Request& r, const spec::Draft& d, int rank, size_t k) const;
+
+  struct Asked {
+    uint64_t round = 0;
+    std::vector<uint32_t> slots;  // the ask's entries
+    bool wants_drafts = false;    // some entry has no guess to verify
+    bool wants_guesses = false;   // some entry asks for guesses (the drafter sends none otherwise)
+    bool draft_pending = false;   // the draft reply is not read yet
+  };
+  // The drafts of the guess kept for `r`'s slot whose outcome is the one the last round had (its start
+  // and bonus), at most block − 1 of them; none when no guess is. The slot's guesses are used once.
+  std::vector<uint32_t> take_guess(const spec::Request& r, uint32_t block);
+  // Sends `m` to drafter `rank` and awaits its answer of kind `want` for the same round and entries: the
+  // answer and its rows, or nullopt (logged) when the drafter fails, is lost (it is marked so) or
+  // answers past the deadline.
+  std::optional<std::pair<ContextMessage, comm::Packet>> exchange(int rank, const ContextMessage& m,
+                                                                  const comm::RowsOut& rows, ContextKind want);
+  void lost(int rank, const Error& why);
+  // The reply (drafts, or with `guess` the guesses) to `round`, skipping replies to earlier rounds (a
+  // round that failed before reading them) and, for the guesses, the round's draft reply.
+  Result<DraftReply> await(comm::Link& link, uint64_t round, bool guess);
+
+  std::map<int, std::unique_ptr<comm::Link>> links_;
+  uint32_t width_;
+  std::chrono::milliseconds wait_;
+  spec::VerifyMode mode_;
+  uint32_t vocab_;
+  std::vector<int> lost_;
+  std::vector<float> rows_;
+  std::map<int, comm::LinkStats> seen_;
+  bool overlap_;
+  std::map<int, Asked> asked_;          // this round's asks, by drafter rank
+  std::map<uint32_t, std::vector<Guess>> guesses_;  // by slot: the next round's guesses
+};
+
+}  // namespace tandem::worker
