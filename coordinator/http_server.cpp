@@ -608,6 +608,8 @@ void HttpServer::stop_accepting() {
   net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] { impl->close_listener(); });
 }
 
+size_t HttpServer::open_connections() const { return impl_->sessions.load(); }
+
 void HttpServer::stop() {
   if (impl_->stopped.exchange(true)) return;
   {

@@ -7,6 +7,7 @@
 // threads named "http-io". A pimpl: no Asio in this header.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -86,6 +87,10 @@ class HttpServer {
   // connections already accepted keep being served, and every answer from now on carries "Connection:
   // close", so no client sends a request into a connection that stop() is about to close.
   void stop_accepting();
+  // Connections open now. After stop_accepting() it falls as clients read their answers (which say close)
+  // and leave; stopping once it is 0 answers a client that sent a request on its connection just before
+  // the stop, where stop() would close the connection under it.
+  size_t open_connections() const;
   // Stops accepting, closes every connection and joins the I/O threads.
   void stop();
 

@@ -399,6 +399,29 @@ TEST_F(HttpServerTest, StopAcceptingFreesThePortAndClosesAfterEachAnswer) {
   EXPECT_TRUE(open.closed_by_peer(3000ms));
 }
 
+// The end of an orderly stop waits for open_connections() to reach 0: a request sent on a kept-alive
+// connection after stop_accepting is still answered, saying close; the count falls as that client leaves
+// and the idle one times out (idle_timeout_ms, 800 ms here).
+TEST_F(HttpServerTest, OpenConnectionsFallAsClientsLeaveAfterTheStop) {
+  auto busy = std::make_unique<HttpConnection>(port());
+  HttpConnection idle(port());
+  ASSERT_TRUE(busy->request("POST", "/echo", "before").has_value());
+  ASSERT_TRUE(idle.request("POST", "/echo", "before").has_value());
+  server_->stop_accepting();
+  EXPECT_EQ(server_->open_connections(), 2u);
+  auto r = busy->request("POST", "/echo", "after");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "POST after");
+  EXPECT_EQ(r->headers["connection"], "close");
+  busy.reset();  // the client leaves
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (server_->open_connections() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(server_->open_connections(), 0u);
+  EXPECT_TRUE(idle.closed_by_peer(100ms));
+}
+
 TEST_F(HttpServerTest, IdleConnectionsAreClosed) {
   HttpConnection c(port());
   ASSERT_TRUE(c.request("POST", "/echo", "x").has_value());
