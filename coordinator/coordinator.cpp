@@ -20,9 +20,7 @@
 namespace tandem::coordinator {
 namespace {
 
-// Time for answers already posted to connections (503s of a stop) to be written before the I/O
-// threads end.
-constexpr auto kAnswerDrain = std::chrono::milliseconds(300);
+// At most this long for the HTTP clients to leave after their last answers (idle keep-alive ones do not).
 constexpr auto kClientDrain = std::chrono::seconds(2);
 constexpr auto kGoodbyeWait = std::chrono::seconds(5);
 
@@ -175,11 +173,11 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
   batcher.stop(unavailable(why));
   if (scheduler) scheduler->stop(unavailable(why));
   control.abandon_inflight(unavailable(why));
-  std::this_thread::sleep_for(kAnswerDrain);
-  // Every answer since the stop began said "Connection: close"; a client that sent its next request on a
-  // connection just before is answered (503) too, instead of finding the connection closed under it. Idle
-  // keep-alive clients that send nothing are closed after kClientDrain. The workers keep hearing from
-  // rank 0 meanwhile (a silent coordinator is a dead one to them).
+  // Every answer since the stop began said "Connection: close", so a connection closes once its answers
+  // (the 503s just posted too) are written and read; a client that sent its next request on one just
+  // before is answered too, instead of finding the connection closed under it. Idle keep-alive clients
+  // that send nothing are closed after kClientDrain. The workers keep hearing from rank 0 meanwhile (a
+  // silent coordinator is a dead one to them).
   control.drain(outbox, [&] { return server.value()->open_connections() == 0; }, kClientDrain);
   server.value()->stop();
   if (code == kExitClean && control.lost_a_rank()) code = kExitRankDied;  // stopped during the grace

@@ -63,13 +63,11 @@ class LocalDrafting final : public Drafting {
   spec::TapRoute route_;
 };
 
-
 }  // namespace
 
 std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, spec::VerifyMode mode, int rank,
                                               spec::TapRoute route) {
   return std::make_unique<LocalDrafting>(drafter, mode, rank, route);
 }
-
 
 }  // namespace tandem::worker
