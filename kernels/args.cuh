@@ -266,6 +266,29 @@ struct CacheAppendArgs {
   unsigned ld_k, ld_v;       // row strides of k and v (a fused [q | k | v] row is wider than the cache's)
 };
 
+// A fused [q | k | v] token row before attention (graph.h: HeadRmsNorm + Rope of q, the same of k, and
+// CacheAppend of k and v, as qwen3_layer.cpp emits them for a stacked q/k/v weight), in one launch: q's
+// heads normed with w_q and rotated in place, k's with w_k, rotated, stored in place and at (slot of the
+// row's sequence, its position) of cache `cache`, v's heads copied there. Row: heads q heads from column
+// 0, then kv_heads k heads, then kv_heads v heads, each head_dim wide, ld apart.
+struct QkvPrepArgs {
+  void* x;
+  const float* w_q;          // [head_dim]
+  const float* w_k;          // [head_dim]
+  const float* inv_freq;     // [head_dim / 2]
+  const CacheTable* caches;  // index buffer
+  const unsigned* pos;       // [tokens]
+  const unsigned* seq;       // [tokens]
+  const unsigned* slot;      // [seqs]
+  const unsigned* n;         // header: tokens and the cache capacity
+  unsigned cache;
+  unsigned ld;
+  unsigned heads;
+  unsigned kv_heads;
+  unsigned head_dim;
+  float eps;
+};
+
 // KV-cache attention (graph.h CacheAttention; engine/cuda/steps_cache.cpp): each token row's q heads over
 // its sequence's slot of cache `cache`. Work is one query tile (16 rows of a sequence, qtiles) × one key
 // split × one KV head × kCacheVectors of the tile's rows·group query vectors. A tile of a sequence of n

@@ -7,6 +7,7 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/attention.cuh
   ${CMAKE_CURRENT_LIST_DIR}/choice_keys.cuh
   ${CMAKE_CURRENT_LIST_DIR}/nucleus.cuh
+  ${CMAKE_CURRENT_LIST_DIR}/head_norm_rope.cuh
   ${CMAKE_CURRENT_LIST_DIR}/qgemm.cuh
   ${CMAKE_CURRENT_LIST_DIR}/act_features.cu
   ${CMAKE_CURRENT_LIST_DIR}/add_type.cu
@@ -22,6 +23,7 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/rope.cu
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/head_norm_rope.cu
+  ${CMAKE_CURRENT_LIST_DIR}/qkv_prep.cu
   ${CMAKE_CURRENT_LIST_DIR}/swiglu.cu
   ${CMAKE_CURRENT_LIST_DIR}/tap.cu
   ${CMAKE_CURRENT_LIST_DIR}/input.cu

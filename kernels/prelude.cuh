@@ -188,4 +188,5 @@ TK_DEV void for_each_chunk(unsigned rows, unsigned width, F&& f) {
 #include "attention.cuh"
 #include "choice_keys.cuh"
 #include "nucleus.cuh"
+#include "head_norm_rope.cuh"
 #include "qgemm.cuh"

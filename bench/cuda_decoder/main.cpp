@@ -2,13 +2,14 @@
 // emulator), timed with the host clock around each synchronous forward (it ends with the copy of the
 // picked ids): batch-1 greedy decode, verify steps of 1..16 rows, batch 8 and 32 decode, prefill of 1k
 // and 8k tokens, KV bytes per token and how many 4k-token requests fit beside the weights. JSON out.
-//   cuda_decoder_bench [--tiny] [--json FILE] [--precision bf16|f16|f32] [--steps N]
+//   cuda_decoder_bench [--tiny] [--json FILE] [--precision bf16|f16|f32] [--steps N] [--decode-only]
 //   cuda_decoder_bench --profile-step SLOTS,ROWS: warms one forward of ROWS new rows for each of SLOTS
 //   sequences at 512 tokens of context, then runs one more between cudaProfilerStart/Stop and exits, for
 //   `ncu --profile-from-start off` (per-kernel device times of exactly one step). Run the benchmark once
 //   without the profiler first: the GEMM choices a profiled run uses are then the timed, cached ones
 //   (under a profiler nothing is timed; PERF_NOTES.md "A trap found on the way").
-//   (TANDEM_CUDA_DECODE_GEMM=1: the decoder's GEMMs on the decode GEMM instead of cuBLASLt, to compare)
+//   (TANDEM_CUDA_DECODE_GEMM=1: the decoder's GEMMs on the decode GEMM instead of cuBLASLt, to compare;
+//   TANDEM_CUDA_FUSE_QKV=0 and TANDEM_CUDA_SPLIT_CTAS=N likewise, tools/gpu-decoder-tune.sh)
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
@@ -42,6 +43,7 @@ struct Args {
   ir::Precision precision = ir::Precision::kBF16;
   uint32_t steps = 48;
   uint32_t profile_slots = 0, profile_rows = 0;  // --profile-step
+  bool decode_only = false;  // --decode-only: no prefill figures (quicker A/B runs of the step)
 };
 
 double median(std::vector<double> v) {
@@ -185,6 +187,10 @@ int run(const Args& a) {
   // Decoder GEMMs on cuBLASLt, or (TANDEM_CUDA_DECODE_GEMM=1) those of up to 1,024 rows on the decode GEMM.
   const char* decode_gemm = std::getenv("TANDEM_CUDA_DECODE_GEMM");
   j["decode_gemm"] = decode_gemm != nullptr && std::strcmp(decode_gemm, "1") == 0;
+  const char* fuse = std::getenv("TANDEM_CUDA_FUSE_QKV");
+  j["fuse_qkv_prep"] = fuse == nullptr || std::strcmp(fuse, "0") != 0;
+  const char* split = std::getenv("TANDEM_CUDA_SPLIT_CTAS");
+  j["split_ctas"] = split == nullptr ? std::string("rule") : std::string(split);
   j["weights_seconds"] = {{"generate", gen_s}, {"upload", upload_s}};
   j["kv_bytes_per_token"] = t.cache().bytes_per_position();
   j["state_bytes"] = t.cache().bytes();
@@ -212,7 +218,7 @@ int run(const Args& a) {
     j["decode_batch" + std::to_string(batch) + "_tokens_per_s"] = b.decode_tokens_per_s(batch, a.tiny ? 4 : 24);
   }
   for (uint32_t n : {1024u, 8192u}) {
-    if (n + 1 > capacity) continue;
+    if (n + 1 > capacity || a.decode_only) continue;
     j["prefill_" + std::to_string(n) + "_tokens_per_s"] = b.prefill_tokens_per_s(n, a.tiny ? 1 : 3);
   }
   const std::string text = j.dump(2);
@@ -242,12 +248,15 @@ int main(int argc, char** argv) {
       a.profile_rows = static_cast<uint32_t>(std::stoul(v.substr(comma + 1)));
       if (a.profile_slots == 0 || a.profile_rows == 0 || a.profile_rows > 16)
         tandem::bench::die("--profile-step: SLOTS >= 1 and ROWS in 1..16");
+    } else if (s == "--decode-only") {
+      a.decode_only = true;
     } else if (s == "--precision" && i + 1 < argc) {
       auto p = tandem::ir::parse_precision(argv[++i]);
       if (!p.ok()) tandem::bench::die(p.error().message());
       a.precision = *p;
     } else {
-      tandem::bench::die("unknown argument " + s + " (--tiny, --json FILE, --steps N, --precision P, --profile-step S,R)");
+      tandem::bench::die("unknown argument " + s +
+                              " (--tiny, --json FILE, --steps N, --precision P, --decode-only, --profile-step S,R)");
     }
   }
   return tandem::bench::run(a);

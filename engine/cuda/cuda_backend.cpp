@@ -32,6 +32,15 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_GEMM_PROBE", "0")) o.gemm_probe = false;
   if (env_is("TANDEM_CUDA_GEMM_TIMED", "0")) o.gemm_timed = false;
   if (env_is("TANDEM_CUDA_DECODE_GEMM", "1")) o.decode_gemm = true;
+  if (env_is("TANDEM_CUDA_FUSE_QKV", "0")) o.fuse_qkv_prep = false;
+  if (const char* v = std::getenv("TANDEM_CUDA_SPLIT_CTAS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end != '\0' || n > 4096) {
+      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_SPLIT_CTAS is '{}': 0..4096 CTAs", v);
+    }
+    o.decoder_split_ctas = static_cast<uint32_t>(n);
+  }
   if (const char* v = std::getenv("TANDEM_CUDA_ATTENTION"); v != nullptr && *v != '\0') {
     auto a = parse_cuda_attention(v);
     if (!a.ok()) return std::move(a).error().context("TANDEM_CUDA_ATTENTION");
@@ -69,7 +78,7 @@ class CudaBackend final : public ir::Backend {
     const bool profiled = std::getenv("CUDA_INJECTION64_PATH") != nullptr;
     b->algos_->set_profiled(profiled);
     log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}, "
-              "decode GEMM {}): {}{}",
+              "decode GEMM {}, q/k/v prep {}): {}{}",
               b->device_->info().describe(), ir::to_string(options.precision), options.graphs ? "on" : "off",
               options.gemm_probe ? "on" : "off",
               !options.gemm_probe || !options.gemm_timed ? ""
@@ -77,7 +86,8 @@ class CudaBackend final : public ir::Backend {
                                                          : " (timed)",
               to_string(options.attention),
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
-              options.decode_gemm ? "on" : "off", b->modules_->summary(), remembered);
+              options.decode_gemm ? "on" : "off", options.fuse_qkv_prep ? "fused" : "apart", b->modules_->summary(),
+              remembered);
     return std::unique_ptr<ir::Backend>(std::move(b));
   }
 
@@ -108,6 +118,8 @@ class CudaBackend final : public ir::Backend {
     po.attention = options_.attention;
     po.tier_min_tokens = options_.gemm_tiers ? options_.gemm_tier_min_tokens : 0;
     po.decode_gemm = options_.decode_gemm;
+    po.fuse_qkv_prep = options_.fuse_qkv_prep;
+    po.split_ctas = options_.decoder_split_ctas;
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));
     algos_->save_choices();
     return std::unique_ptr<ir::Plan>(std::move(plan));

@@ -54,6 +54,12 @@ struct CudaOptions {
   // faster at a 1-row decode but slower at 16-row verify (1.57x a decode step instead of 1.02x), batch 32
   // and prefill (PERF_NOTES.md, "The decode GEMM").
   bool decode_gemm = false;
+  // A decoder layer's fused [q | k | v] row gets its q/k norms, rotations and cache append in one launch
+  // (kernels/qkv_prep.cu) instead of three; the same bits either way (TANDEM_CUDA_FUSE_QKV=0: three).
+  bool fuse_qkv_prep = true;
+  // Decoder GEMMs' K split aimed at this many CTAs instead of the fixed rule (gemm_impl.h
+  // decoder_gemm_splits; TANDEM_CUDA_SPLIT_CTAS=N): a tuning aid for the GEMM study's next rule.
+  uint32_t decoder_split_ctas = 0;
 };
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);

@@ -114,6 +114,8 @@ std::optional<cublasLtMatmulAlgo_t> with_split(cublasLtMatmulAlgo_t algo, uint32
 
 // Decoder K split (decoder_gemm_splits): outputs of 16 to 40 tiles of 128 columns over a K of 4,096 or more.
 constexpr uint32_t kSplitMinTiles = 16, kSplitMaxTiles = 40, kSplitMinK = 4096;
+// With a target CTA count (decoder_gemm_splits' tuning aid).
+constexpr uint32_t kTunedMaxTiles = 64, kTunedMaxSplits = 8, kTunedMinSliceK = 1024;
 
 // Timed runs per candidate when a bucket picks the fastest bit-identical algorithm.
 constexpr int kTimedRuns = 7;
@@ -139,9 +141,16 @@ std::string GemmShape::describe() const {
                      splits > 1 ? fmt::format(" split {}", splits) : std::string());
 }
 
-uint32_t decoder_gemm_splits(uint32_t k, uint32_t n) {
+uint32_t decoder_gemm_splits(uint32_t k, uint32_t n, uint32_t target_ctas) {
   const uint32_t tiles = (n + 127) / 128;
-  return k >= kSplitMinK && tiles >= kSplitMinTiles && tiles <= kSplitMaxTiles ? 2 : 1;
+  if (target_ctas == 0) return k >= kSplitMinK && tiles >= kSplitMinTiles && tiles <= kSplitMaxTiles ? 2 : 1;
+  if (k < kSplitMinK || tiles < kSplitMinTiles || tiles > kTunedMaxTiles) return 1;
+  uint32_t best = 1;
+  for (uint32_t s = 2; s <= kTunedMaxSplits && k / s >= kTunedMinSliceK; ++s) {
+    const auto gap = [&](uint32_t c) { return c * tiles > target_ctas ? c * tiles - target_ctas : target_ctas - c * tiles; };
+    if (gap(s) < gap(best)) best = s;
+  }
+  return best;
 }
 
 Result<const std::vector<cublasLtMatmulAlgo_t>*> GemmAlgos::ranked(const GemmShape& shape, uint32_t rows,

@@ -70,7 +70,9 @@ struct GemmShape {
 // and down streamed 1.4-1.8 TB/s on the H200; in two slices 2.2-2.6 TB/s at 1 and 16 rows (PERF_NOTES,
 // "Split-K for the decoder's GEMMs"). Wide outputs (n > 5120: gate_up, the LM head, fused projections) fill
 // the GPU without a split, and narrow ones (k/v, n 1024) are bound by latency either way.
-uint32_t decoder_gemm_splits(uint32_t k, uint32_t n);
+// target_ctas > 0 (TANDEM_CUDA_SPLIT_CTAS, a tuning aid): instead, outputs of 16 to 64 tiles over k >= 4,096
+// split into the count (at most 8, slices of k >= 1,024) whose tiles × slices come nearest target_ctas.
+uint32_t decoder_gemm_splits(uint32_t k, uint32_t n, uint32_t target_ctas = 0);
 
 // Ranked candidates per shape for one device, shared by every plan of a backend.
 class GemmAlgos {

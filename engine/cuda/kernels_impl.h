@@ -52,6 +52,9 @@
   X(head_norm_rope_f32, HeadNormRopeArgs, "head_norm_rope.cu")              \
   X(head_norm_rope_f16, HeadNormRopeArgs, "head_norm_rope.cu")              \
   X(head_norm_rope_bf16, HeadNormRopeArgs, "head_norm_rope.cu")             \
+  X(qkv_prep_f32, QkvPrepArgs, "qkv_prep.cu")                               \
+  X(qkv_prep_f16, QkvPrepArgs, "qkv_prep.cu")                               \
+  X(qkv_prep_bf16, QkvPrepArgs, "qkv_prep.cu")                              \
   X(swiglu_f32_f32, SwigluArgs, "swiglu.cu")                                \
   X(swiglu_f32_f16, SwigluArgs, "swiglu.cu")                                \
   X(swiglu_f32_bf16, SwigluArgs, "swiglu.cu")                               \
@@ -126,8 +129,8 @@ inline constexpr size_t kKernelCount = 0
 using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kernels::BiasActArgs, kernels::CastArgs,
                                 kernels::RopeArgs, kernels::AttentionArgs, kernels::GegluArgs, kernels::AddTypeArgs,
                                 kernels::PickRowsArgs, kernels::ActFeaturesArgs, kernels::RmsNormArgs,
-                                kernels::HeadNormRopeArgs, kernels::SwigluArgs, kernels::TapArgs,
-                                kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
+                                kernels::HeadNormRopeArgs, kernels::QkvPrepArgs, kernels::SwigluArgs,
+                                kernels::TapArgs, kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
                                 kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
                                 kernels::GemmDecodeArgs, kernels::QGemmArgs, kernels::QGemmTcArgs,
                                 kernels::SelectorWalkArgs, kernels::RejectSampleArgs>;

@@ -50,6 +50,9 @@ class Lowering {
   Status lower(size_t i, const ir::PickRows& o);
   Status lower(size_t i, const ir::ActFeatures& o);
   Status lower(size_t i, const ir::HeadRmsNorm& o);
+  // Ops i..i+4 as qwen3_layer.cpp's fused attention emits them (q's norm and rope, k's norm and rope, the
+  // append of k and v, all on one [q | k | v] row): one qkv_prep step, or false when they are not.
+  Result<bool> lower_qkv_prep(size_t i, const ir::HeadRmsNorm& q);
   Status lower(size_t i, const ir::CacheAppend& o);
   Status lower(size_t i, const ir::CacheAttention& o);
   Status lower(size_t i, const ir::Input& o);
@@ -388,7 +391,9 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
   for (uint32_t r : rows) {
     // gemm_impl.h: a decoder's 16-bit GEMMs of up to kDecodeGemmMaxRows rows split K by (k, n) alone.
     GemmShape at = shape;
-    if (decoder() && r <= kDecodeGemmMaxRows && shape.ab != Dt::kF32) at.splits = decoder_gemm_splits(shape.k, shape.n);
+    if (decoder() && r <= kDecodeGemmMaxRows && shape.ab != Dt::kF32) {
+      at.splits = decoder_gemm_splits(shape.k, shape.n, plan_.options_.split_ctas);
+    }
     auto gemm = Gemm::make(device_, algos_, at, r, ops);
     if (!gemm.ok()) return std::move(gemm).error().context(fmt::format("{} at {} rows", where, r));
     plan_.gemms_.push_back(std::move(gemm).value());
@@ -523,7 +528,35 @@ Status Lowering::lower(size_t i, const ir::SwiGlu& o) {
   return add(swiglu_step(ctx_, x, out), label(i, o));
 }
 
+Result<bool> Lowering::lower_qkv_prep(size_t i, const ir::HeadRmsNorm& q) {
+  if (!plan_.options_.fuse_qkv_prep || i + 4 >= graph_.ops.size() || q.col != 0) return false;
+  const auto* q_rope = std::get_if<ir::Rope>(&graph_.ops[i + 1]);
+  const auto* k = std::get_if<ir::HeadRmsNorm>(&graph_.ops[i + 2]);
+  const auto* k_rope = std::get_if<ir::Rope>(&graph_.ops[i + 3]);
+  const auto* append = std::get_if<ir::CacheAppend>(&graph_.ops[i + 4]);
+  if (q_rope == nullptr || k == nullptr || k_rope == nullptr || append == nullptr) return false;
+  const uint32_t hd = q.head_dim, k_col = q.heads * hd, v_col = k_col + k->heads * hd;
+  const bool same_row = q_rope->x == q.x && k->x == q.x && k_rope->x == q.x && append->k == q.x && append->v == q.x;
+  const bool q_rotated = q_rope->col == 0 && q_rope->heads == q.heads && q_rope->head_dim == hd;
+  const bool k_rotated = k->col == k_col && k->head_dim == hd && k->eps == q.eps && k_rope->col == k_col &&
+                         k_rope->heads == k->heads && k_rope->head_dim == hd && k_rope->theta == q_rope->theta;
+  const bool appended = append->k_col == k_col && append->v_col == v_col && append->cache < graph_.caches.size() &&
+                        graph_.caches[append->cache].width == uint64_t{k->heads} * hd;
+  if (!same_row || !q_rotated || !k_rotated || !appended) return false;
+  TANDEM_ASSIGN(const Loc x, loc(q.x));
+  TANDEM_ASSIGN(const float* w_q, f32_weight(q.w));
+  TANDEM_ASSIGN(const float* w_k, f32_weight(k->w));
+  TANDEM_ASSIGN(const float* inv, inv_freq(q_rope->theta, hd));
+  TANDEM_TRY(add(qkv_prep_step(ctx_, x, QkvPrepShape{q.heads, k->heads, hd, q.eps}, w_q, w_k, inv, append->cache,
+                               half_type(weights_.precision())),
+                 label(i, q) + " (q/k rope and the cache append fused)"));
+  skip_ = 4;
+  return true;
+}
+
 Status Lowering::lower(size_t i, const ir::HeadRmsNorm& o) {
+  TANDEM_ASSIGN(const bool fused, lower_qkv_prep(i, o));
+  if (fused) return {};
   TANDEM_ASSIGN(const Loc x, loc(o.x));
   TANDEM_ASSIGN(const float* w, f32_weight(o.w));
   // Qwen3's q_norm / k_norm is followed by the rotation of the same heads: one pass does both.

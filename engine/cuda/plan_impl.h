@@ -28,6 +28,8 @@ struct PlanOptions {
   CudaAttention attention = CudaAttention::kTc2;  // for FP16 plans on sm_80+ (cuda_backend.h)
   uint32_t tier_min_tokens = 0;  // buckets of at least this many tokens get GEMM row tiers; 0: none
   bool decode_gemm = true;  // decoder plans' 16-bit GEMMs of up to kDecodeGemmMaxRows rows: gemm_decode.cu
+  bool fuse_qkv_prep = true;  // a fused [q | k | v] row's norms, rotations and cache append: qkv_prep.cu
+  uint32_t split_ctas = 0;     // decoder_gemm_splits' target (0: its fixed rule)
 };
 
 // The token rows of a plan's GEMM tiers, ascending, the last the bucket's tokens: steps of an eighth of

@@ -1,5 +1,5 @@
-// Launchers of the decoder's row-wise kernel families (steps_impl.h): rms_norm, head_norm_rope, swiglu,
-// tap, cache_append. Shapes and element types are checked here, at lowering; grids cover bucket rows.
+// Launchers of the decoder's row-wise kernel families (steps_impl.h): rms_norm, head_norm_rope, qkv_prep,
+// swiglu, tap, cache_append. Shapes and element types are checked here, at lowering; grids cover bucket rows.
 #include <algorithm>
 
 #include "engine/cuda/steps_impl.h"
@@ -76,6 +76,28 @@ Result<KernelStep> head_norm_rope_step(const StepContext& c, const Loc& x, uint3
   // INVARIANT: col + heads · head_dim <= x.width (checked), so every row's heads lie inside it.
   void* first = static_cast<char*>(x.ptr) + size_t{col} * dt_size(x.type);
   s.args = kernels::HeadNormRopeArgs{first, w, inv_freq, c.ix.pos, c.ix.n, x.width, heads, head_dim, eps};
+  return s;
+}
+
+Result<KernelStep> qkv_prep_step(const StepContext& c, const Loc& qkv, const QkvPrepShape& shape, const float* w_q,
+                                 const float* w_k, const float* inv_freq, uint32_t cache, Dt cache_type) {
+  const uint64_t per_row = uint64_t{shape.heads} + 2ull * shape.kv_heads;
+  if (qkv.rows != ir::Rows::kTokens || shape.heads == 0 || shape.kv_heads == 0 || shape.head_dim == 0 ||
+      shape.head_dim % 2 != 0 || shape.head_dim > kHeadDimMax || per_row * shape.head_dim > qkv.width ||
+      qkv.type != cache_type || w_q == nullptr || w_k == nullptr || inv_freq == nullptr) {
+    return mismatch("qkv_prep", fmt::format("{} + 2 x {} heads of {} on {} into a {} cache (token rows, even "
+                                            "head_dim <= {}, both norms and the rotation)",
+                                            shape.heads, shape.kv_heads, shape.head_dim, qkv.describe(),
+                                            dt_name(cache_type), kHeadDimMax));
+  }
+  KernelStep s;
+  TANDEM_ASSIGN(s.id, by_type("qkv_prep", qkv.type, KernelId::qkv_prep_f32, KernelId::qkv_prep_f16,
+                              KernelId::qkv_prep_bf16));
+  s.grid = dim3(blocks_for(uint64_t{c.bucket.tokens} * per_row, 4));
+  s.block = dim3(128);
+  s.args = kernels::QkvPrepArgs{qkv.ptr,     w_q,         w_k,       inv_freq,       c.ix.caches,
+                                c.ix.pos,    c.ix.seq,    c.ix.slot, c.ix.n,         cache,
+                                qkv.width,   shape.heads, shape.kv_heads, shape.head_dim, shape.eps};
   return s;
 }
 

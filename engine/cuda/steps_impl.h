@@ -117,6 +117,15 @@ Result<KernelStep> rms_norm_step(const StepContext& c, const Loc& x, const Loc& 
 // In place on x's heads × head_dim columns from column col: w null skips the norm, inv_freq null the rotation.
 Result<KernelStep> head_norm_rope_step(const StepContext& c, const Loc& x, uint32_t heads, uint32_t head_dim,
                                        const float* w, float eps, const float* inv_freq, uint32_t col = 0);
+// A fused [q | k | v] row (heads, then kv_heads, then kv_heads heads from column 0): q and k normed and
+// rotated in place, k and v appended to cache `cache` (kernels/qkv_prep.cu); one launch for what
+// head_norm_rope_step twice and cache_append_step do, with the same bits.
+struct QkvPrepShape {
+  uint32_t heads = 0, kv_heads = 0, head_dim = 0;
+  float eps = 0.0f;
+};
+Result<KernelStep> qkv_prep_step(const StepContext& c, const Loc& qkv, const QkvPrepShape& shape, const float* w_q,
+                                 const float* w_k, const float* inv_freq, uint32_t cache, Dt cache_type);
 Result<KernelStep> swiglu_step(const StepContext& c, const Loc& x, const Loc& out);
 Result<KernelStep> tap_step(const StepContext& c, const Loc& x, const Loc& out, uint32_t col);
 // Input: token rows of `out` from the run's feature source (index_impl.h fill_features).

@@ -1,7 +1,8 @@
-// The decoder's row-wise kernel families (rms_norm, head_norm_rope, swiglu, tap, cache_append, and the
+// The decoder's row-wise kernel families (rms_norm, head_norm_rope, qkv_prep, swiglu, tap, cache_append, and the
 // BF16 staging cast) through their launchers against float64 host versions: a bucket larger than the
 // batch so padding rows keep their sentinel, sequences at absolute positions far from 0 in their own
 // cache slots, every type variant. |got − want| <= tol · (1 + |want|).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -198,6 +199,57 @@ TEST_F(DecoderKernelsTest, CacheAppendWritesEachRowAtItsSlotAndPosition) {
       for (float f : untouched) ASSERT_EQ(f, kSentinel) << "cache 0 was written";
     }
   }
+}
+
+// qkv_prep is three launches in one: the fused [q | k | v] rows and the cache it writes must hold exactly the
+// bits of head_norm_rope on q, head_norm_rope on k and cache_append, run on a copy of the same inputs.
+TEST_F(DecoderKernelsTest, QkvPrepLeavesTheBitsOfTheThreeLaunchesItReplaces) {
+  for (Dt type : {Dt::kF32, Dt::kF16, Dt::kBF16}) {
+    for (uint32_t hd : {64u, 128u, 24u}) {
+      const uint32_t heads = 4, kv_heads = 2, width = kv_heads * hd, ld = (heads + 2 * kv_heads) * hd + 8;
+      const uint32_t slots = 4, capacity = kCapacity, n = kBucket.tokens;
+      const size_t cache_elems = size_t{slots} * capacity * width;
+      const std::vector<float> x = rounded_to(random_floats(size_t{n} * ld, rng_, 2.0f), type);
+      const std::vector<float> wq = random_floats(hd, rng_), wk = random_floats(hd, rng_);
+      const std::vector<float> inv = ir::rope_inv_freq(1e6f, hd);
+      DeviceBuffer wqd = to_device(wq), wkd = to_device(wk), fd = to_device(inv);
+      std::vector<float> rows[2], keys[2], values[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        DeviceBuffer kc = sentinel_buffer(cache_elems, 1, type), vc = sentinel_buffer(cache_elems, 1, type);
+        const std::vector<kernels::CacheTable> table = {
+            {reinterpret_cast<unsigned long long>(kc.data()), reinterpret_cast<unsigned long long>(vc.data())}};
+        auto bound = device_batch(batch(), kBucket, CudaAttention::kSimt, table, capacity);
+        DeviceBuffer xd = typed_buffer(x, type);
+        const Loc row = make_loc(xd, ir::Rows::kTokens, ld, type, "qkv");
+        if (fused == 1) {
+          run_step(qkv_prep_step(bound->ctx, row, QkvPrepShape{heads, kv_heads, hd, 1e-6f}, wqd.as<float>(),
+                                 wkd.as<float>(), fd.as<float>(), 0, type));
+        } else {
+          run_step(head_norm_rope_step(bound->ctx, row, heads, hd, wqd.as<float>(), 1e-6f, fd.as<float>(), 0));
+          run_step(head_norm_rope_step(bound->ctx, row, kv_heads, hd, wkd.as<float>(), 1e-6f, fd.as<float>(),
+                                       heads * hd));
+          run_step(cache_append_step(bound->ctx, row, row, 0, type, width, heads * hd, (heads + kv_heads) * hd));
+        }
+        rows[fused] = read_floats(xd, size_t{n} * ld, type);
+        keys[fused] = read_floats(kc, cache_elems, type);
+        values[fused] = read_floats(vc, cache_elems, type);
+      }
+      const std::string what = std::string("qkv_prep_") + dt_name(type) + " head_dim " + std::to_string(hd);
+      // Bit equality (NaN-free inputs: == on floats is bit equality here, sentinels included).
+      ASSERT_EQ(rows[1], rows[0]) << what << ": the fused rows";
+      ASSERT_EQ(keys[1], keys[0]) << what << ": the K cache";
+      ASSERT_EQ(values[1], values[0]) << what << ": the V cache";
+      // And the launches did something: the q heads of row 0 were normed and rotated, the cache written.
+      ASSERT_NE(rows[1][0], x[0]) << what;
+      ASSERT_NE(std::count(keys[1].begin(), keys[1].end(), kSentinel), static_cast<long>(cache_elems)) << what;
+    }
+  }
+  DeviceBuffer a = sentinel_buffer(64, 64, Dt::kF32);
+  auto refused = qkv_prep_step(ctx(), make_loc(a, ir::Rows::kTokens, 64, Dt::kF32, "qkv"), QkvPrepShape{4, 2, 16, 1e-6f},
+                               nullptr, nullptr, nullptr, 0, Dt::kF32);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("4 + 2 x 2 heads of 16 on 'qkv'"), std::string::npos)
+      << refused.error().message();
 }
 
 TEST_F(DecoderKernelsTest, CastToBf16RoundsToNearestEven) {

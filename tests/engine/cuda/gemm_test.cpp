@@ -166,6 +166,13 @@ TEST_F(GemmTest, DecoderSplitRowsMatchFloat64AndKeepTheirBits) {
   ASSERT_EQ(decoder_gemm_splits(4096, 1024), 1u);   // k/v: latency-bound either way
   ASSERT_EQ(decoder_gemm_splits(4096, 24576), 1u);  // gate_up fills the GPU
   ASSERT_EQ(decoder_gemm_splits(2048, 4096), 1u);
+  // Aimed at a CTA count (TANDEM_CUDA_SPLIT_CTAS): the nearest tiles × slices, slices of k >= 1,024.
+  ASSERT_EQ(decoder_gemm_splits(4096, 4096, 128), 4u);
+  ASSERT_EQ(decoder_gemm_splits(12288, 4096, 128), 4u);
+  ASSERT_EQ(decoder_gemm_splits(4096, 6144, 128), 3u);
+  ASSERT_EQ(decoder_gemm_splits(4096, 4096, 512), 4u);   // slices of 1,024 at most 4
+  ASSERT_EQ(decoder_gemm_splits(4096, 24576, 128), 1u);  // 192 tiles
+  ASSERT_EQ(decoder_gemm_splits(4096, 1024, 128), 1u);   // 8 tiles
   for (const bool acc : {false, true}) {
     const Dt out = acc ? Dt::kF32 : Dt::kF16;
     const Case big{ms.back(), k, n, Dt::kF16, out, acc, LtEpilogue::kNone};

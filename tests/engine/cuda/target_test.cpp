@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cuda/plan_impl.h"
 #include "engine/models/qwen3/qwen3_model.h"
 #include "engine/spec/spec.h"
 #include "tests/engine/cuda/gpu_test_util.h"
@@ -178,6 +179,62 @@ TEST_P(CudaTargetTest, RowsAreBitIdenticalAloneAndInABatch) {
   EXPECT_EQ(together[1].logits.data, alone[0].logits.data);
   EXPECT_EQ(together[1].taps.data, alone[0].taps.data);
   EXPECT_EQ(together[1].ids.ids, alone[0].ids.ids);
+}
+
+// The one-launch q/k norm, rotation and cache append (CudaOptions::fuse_qkv_prep, kernels/qkv_prep.cu)
+// changes launches, not results: a prefill and a step after it give the same bits with it and without.
+TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {
+  TANDEM_REQUIRE_GPU();
+  const testing::TinyTarget t = testing::random_target(shape(), 13);
+  std::vector<TargetOut> outs[2][2];  // [fused][prefill, step]
+  auto graph = models::qwen3::build_target_graph(t.cfg, {});
+  ASSERT_TRUE(graph.ok()) << graph.error().message();
+  const ir::Graph* graphs[] = {&graph.value()};
+  const size_t layers = t.cfg.num_hidden_layers;
+  for (int fused = 0; fused < 2; ++fused) {
+    CudaOptions o;
+    o.precision = GetParam();
+    o.fuse_qkv_prep = fused == 1;
+    auto gpu = make_cuda_backend(o);
+    ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+    // The launches: one qkv_prep a layer instead of two head_norm_ropes and a cache_append.
+    auto weights = (*gpu)->upload(*t.weights, graphs);
+    ASSERT_TRUE(weights.ok()) << weights.error().message();
+    auto plan = (*gpu)->lower(**weights, *graph, ir::Bucket{8, 2, 8});
+    ASSERT_TRUE(plan.ok()) << plan.error().message();
+    const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
+    ASSERT_NE(cp, nullptr);
+    size_t prep = 0, norm_rope = 0, append = 0;
+    for (const Step& step : cp->steps()) {
+      const auto* k = std::get_if<KernelStep>(&step);
+      if (k == nullptr) continue;
+      const std::string entry = kernel_info(k->id).entry;
+      prep += entry.starts_with("qkv_prep_") ? 1 : 0;
+      norm_rope += entry.starts_with("head_norm_rope_") ? 1 : 0;
+      append += entry.starts_with("cache_append_") ? 1 : 0;
+    }
+    EXPECT_EQ(prep, fused == 1 ? layers : 0) << "qkv_prep launches, fused " << fused;
+    EXPECT_EQ(norm_rope, fused == 1 ? 0 : 2 * layers) << "head_norm_rope launches, fused " << fused;
+    EXPECT_EQ(append, fused == 1 ? 0 : layers) << "cache_append launches, fused " << fused;
+    auto target = make_target(**gpu, t, 4, 96);
+    ASSERT_TRUE(target);
+    testing::Rand r(8);
+    const std::vector<uint32_t> p0 = tokens(r, 29, 96), p1 = tokens(r, 6, 96), s0 = tokens(r, 5, 96),
+                                s1 = tokens(r, 1, 96);
+    const std::vector<TargetRows> prefill = {{1, p0, LogitRows::kAll, {}}, {3, p1, LogitRows::kAll, {}}};
+    const std::vector<TargetRows> step = {{1, s0, LogitRows::kAll, {}}, {3, s1, LogitRows::kAll, {}}};
+    for (int k = 0; k < 2; ++k) {
+      auto st = target->forward_fetching_taps(k == 0 ? prefill : step, outs[fused][k]);
+      ASSERT_TRUE(st.ok()) << st.error().message();
+    }
+  }
+  for (int k = 0; k < 2; ++k) {
+    for (size_t i = 0; i < outs[0][k].size(); ++i) {
+      const std::string where = std::string(k == 0 ? "prefill" : "step") + " of sequence " + std::to_string(i);
+      EXPECT_EQ(outs[1][k][i].logits.data, outs[0][k][i].logits.data) << where << " logits";
+      EXPECT_EQ(outs[1][k][i].taps.data, outs[0][k][i].taps.data) << where << " taps";
+    }
+  }
 }
 
 // Appending after a crop (rejected drafts dropped) gives the rows a fresh prefill of the same tokens gives.

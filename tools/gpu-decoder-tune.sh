@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The CUDA target's batch-1 step under its tuning switches (issue 9; PERF_NOTES "Fewer launches and wider
+# splits"), in one device call: builds the decoder kernel/target/GEMM tests, bench/cuda_decoder and
+# bench/cuda_gemm_study (Release, sm_90), runs those tests, the GEMM study at 1/16/128/512 rows (every K
+# split count, same-bits check), then cuda_decoder_bench --decode-only once per variant, alone on the GPU:
+#   VARIANTS="base:TANDEM_CUDA_FUSE_QKV=0 fused: fused+split128:TANDEM_CUDA_SPLIT_CTAS=128"   (name:ENV ...)
+# Logs and JSON go to $OUT; a table of the variants is printed last.
+#   OUT=/tmp/out ./tools/gpu-decoder-tune.sh      (NO_STUDY=1 skips the study, NO_TESTS=1 the tests; no variant
+#   starts after BUDGET_S seconds, default 480, so the call ends inside the device's 10 minutes)
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+BUILD=${BUILD:-$ROOT/build-gpu}
+export NCCL_NVLS_ENABLE=0 XDG_CACHE_HOME=$BUILD/cache
+VARIANTS=${VARIANTS:-"apart:TANDEM_CUDA_FUSE_QKV=0 fused:"}
+START=$(date +%s)
+LOG=$OUT/tune.log
+: > "$LOG"
+say() { echo "[$(( $(date +%s) - START )) s] $*" | tee -a "$LOG"; }
+
+TESTS="cuda_decoder_kernels_test cuda_target_test cuda_gemm_test"
+say "configure + build"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_WERROR=OFF -DTANDEM_MPI=OFF \
+  -DTANDEM_BENCH=ON -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" >> "$LOG" 2>&1 || say "configure failed"
+timeout 420 cmake --build "$BUILD" -j"$(nproc)" --target $TESTS cuda_decoder_bench cuda_gemm_study > "$OUT/build.log" 2>&1 ||
+  { say "build failed"; grep -E "error" "$OUT/build.log" | head -20 | tee -a "$LOG"; exit 1; }
+say "built"
+if [ -z "${NO_TESTS:-}" ]; then
+  for t in $TESTS; do
+    timeout 120 "$BUILD/tests/engine/cuda/$t" > "$OUT/$t.log" 2>&1
+    say "$t rc $? ($(grep -cE '^\[       OK' "$OUT/$t.log") ok, $(grep -cE '^\[  FAILED  \] .*\(' "$OUT/$t.log") failed)"
+  done
+fi
+if [ -z "${NO_STUDY:-}" ]; then
+  timeout 150 "$BUILD/bench/cuda_gemm_study" --rows "${STUDY_ROWS:-1,16,128,512}" --reps 20 > "$OUT/gemm-study.json" 2> "$OUT/gemm-study.log"
+  say "gemm study rc $?"
+fi
+for v in $VARIANTS; do
+  [ $(( $(date +%s) - START )) -gt "${BUDGET_S:-480}" ] && { say "out of time: $v not run"; continue; }
+  name=${v%%:*}
+  envs=${v#*:}
+  # shellcheck disable=SC2086
+  env $envs timeout 150 "$BUILD/bench/cuda_decoder_bench" --decode-only --json "$OUT/decoder-$name.json" \
+    > /dev/null 2> "$OUT/decoder-$name.log"
+  say "decoder variant $name ($envs) rc $?"
+done
+python3 - "$OUT" $VARIANTS <<'PY' | tee -a "$LOG"
+import json, os, sys
+out = sys.argv[1]
+print(f"{'variant':18} {'b1 tok/s':>9} {'b1 ms':>7} {'v16/v1':>7} {'b8 tok/s':>9} {'b32 tok/s':>10}")
+for v in sys.argv[2:]:
+    name = v.split(":", 1)[0]
+    try:
+        j = json.load(open(os.path.join(out, f"decoder-{name}.json")))
+    except Exception:
+        print(f"{name:18} (no result)")
+        continue
+    b1 = j.get("decode_batch1_tokens_per_s", 0)
+    print(f"{name:18} {b1:9.1f} {1000 / b1 if b1 else 0:7.3f} {j.get('verify16_over_verify1', 0):7.3f} "
+          f"{j.get('decode_batch8_tokens_per_s', 0):9.1f} {j.get('decode_batch32_tokens_per_s', 0):10.1f}")
+PY
