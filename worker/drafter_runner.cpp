@@ -176,8 +176,8 @@ Status DrafterRunner::take_rows(const comm::Packet& p, uint32_t at, const DraftE
     return Error::make(ErrorKind::kInvalidArgument, "slot {}: rows [{}, {}) of a message of {} rows", e.slot, at,
                        uint64_t{at} + e.rows, p.rows);
   }
-  // Overlap's guesses fill with the slot's last tap row, kept on the host (guesses() settles it later, after
-  // the link has received into its buffer again); sampled requests under rejection sampling never guess.
+  // Overlap's guesses fill with the slot's last tap row, kept on the host: guess() settles it after later
+  // receives may have reused the link's buffer. Sampled requests under rejection sampling never guess.
   const bool guesses = generation_.overlap && !(mode_ == spec::VerifyMode::kReject && e.temperature > 0.0f);
   if (!p.on_device()) {
     const auto first = p.data.begin() + static_cast<std::ptrdiff_t>(size_t{at} * width);

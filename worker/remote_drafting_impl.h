@@ -1,5 +1,6 @@
 // Remote drafting (drafting_impl.h make_remote_drafting): a target rank's drafts from its drafter ranks over
-// engine/comm links. One DraftAsk per drafter (sent before any reply is awaited, so drafters draft in
+// engine/comm links. After every target run its tap rows go to the drafters from where the run left them
+// (settle_now: settling asks, gen_messages.h). One DraftAsk per drafter (sent before any reply is awaited, so drafters draft in
 // parallel), then the replies in the same order; with overlap the guesses come after the verify (collect),
 // each kept for its slot until the next round checks it (remote_drafting.cpp). A drain's hand-over is one
 // context ask to the drained drafter, then the rows on to each new drafter (remote_handover.cpp).
