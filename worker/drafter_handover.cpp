@@ -18,8 +18,17 @@ ContextMessage DrafterRunner::hand_over(const comm::Packet& p, std::vector<float
   answer.round = m->round;
   answer.kind = m->kind == ContextKind::kAsk ? ContextKind::kRows : ContextKind::kTaken;
   decode::CacheSlots& context = drafter_->context();
-  const bool fits = p.rows == 0 || p.width == context.row_width();
+  bool fits = p.rows == 0 || p.width == context.row_width();
   if (!fits) log::error("drafter: context rows of width {}, this drafter's are {}", p.width, context.row_width());
+  // Context rows go into the caches from the host (State::write_rows): rows the link left on the device
+  // come over first (a drain's, rare).
+  ir::Tensor2 fetched;
+  if (fits && p.on_device()) {
+    Status s = backend_->fetch(p.device, 0, p.rows, fetched);
+    if (!s.ok()) log::error("drafter: fetching context rows: {}", s.error().message());
+    fits = s.ok();
+  }
+  const std::span<const float> data = p.on_device() ? std::span<const float>(fetched.data) : p.data;
   size_t at = 0;
   for (const ContextEntry& e : m->entries) {
     ContextEntry out{e.slot, 0};
@@ -39,8 +48,8 @@ ContextMessage DrafterRunner::hand_over(const comm::Packet& p, std::vector<float
     } else {
       const size_t n = size_t{e.length} * context.row_width();
       forget(e.slot);  // whatever the slot held before
-      Status s = fits && p.data.size() >= at + n
-                     ? context.import_rows(e.slot, e.length, std::span<const float>(p.data).subspan(at, n))
+      Status s = fits && data.size() >= at + n
+                     ? context.import_rows(e.slot, e.length, data.subspan(at, n))
                      : Status(Error(ErrorKind::kFormat, "the rows do not fit this drafter's context"));
       at += n;
       if (s.ok()) {

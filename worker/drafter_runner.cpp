@@ -25,6 +25,8 @@ Status DrafterRunner::load(const config::Model& target, const config::Model& dra
     TANDEM_ASSIGN(dopt.quantization, models::dflash::parse_quantization(drafter.quantization));
   }
   TANDEM_ASSIGN(drafter_, models::dflash::Drafter::open(*backend_, drafter.dir, target.dir, dopt));
+  // Tap rows settle from where the link receives them: an NCCL link's device buffer, no host copy.
+  link_->receive_to_device(*backend_);
   mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
   if (generation_.warm_up) {  // as the target's (target_runner.cpp)
     const auto t0 = Clock::now();
@@ -115,7 +117,7 @@ Status DrafterRunner::run(const DraftAsk& ask, const comm::Packet& p, DraftReply
     return Error::make(ErrorKind::kShape, "tap rows of width {}, the drafter takes {}", p.width, width);
   }
   std::vector<spec::Request*> requests;
-  size_t at = 0;
+  uint32_t at = 0;
   for (const DraftEntry& e : ask.entries) {
     if (e.slot >= generation_.slots) {
       return Error::make(ErrorKind::kInvalidArgument, "slot {} is past the drafter's {} slots", e.slot,
@@ -137,11 +139,8 @@ Status DrafterRunner::run(const DraftAsk& ask, const comm::Packet& p, DraftReply
     m.start = e.start;
     m.tokens.resize(size_t{e.start} + 1);
     m.tokens.back() = e.bonus;
-    const size_t n = size_t{e.rows} * width;
-    m.taps.assign(p.data.begin() + static_cast<std::ptrdiff_t>(at),
-                  p.data.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
-    if (e.rows > 0) last_tap_[e.slot].assign(m.taps.end() - width, m.taps.end());
+    TANDEM_TRY(take_rows(p, at, e, m));
+    at += e.rows;
     requests.push_back(&m);
   }
   auto t0 = Clock::now();
@@ -165,6 +164,35 @@ Status DrafterRunner::run(const DraftAsk& ask, const comm::Packet& p, DraftReply
     reply.proposals[i] = std::move(drafts[k].proposals);
     ++k;
   }
+  return ok_status();
+}
+
+Status DrafterRunner::take_rows(const comm::Packet& p, uint32_t at, const DraftEntry& e, spec::Request& m) {
+  const uint32_t width = drafter_->tap_width();
+  m.taps.clear();
+  m.device_taps = {};
+  if (e.rows == 0) return ok_status();
+  if (uint64_t{at} + e.rows > p.rows) {
+    return Error::make(ErrorKind::kInvalidArgument, "slot {}: rows [{}, {}) of a message of {} rows", e.slot, at,
+                       uint64_t{at} + e.rows, p.rows);
+  }
+  // Overlap's guesses fill with the slot's last tap row, kept on the host: guess() settles it after later
+  // receives may have reused the link's buffer. Sampled requests under rejection sampling never guess.
+  const bool guesses = generation_.overlap && !(mode_ == spec::VerifyMode::kReject && e.temperature > 0.0f);
+  if (!p.on_device()) {
+    const auto first = p.data.begin() + static_cast<std::ptrdiff_t>(size_t{at} * width);
+    m.taps.assign(first, first + static_cast<std::ptrdiff_t>(size_t{e.rows} * width));
+    if (guesses) last_tap_[e.slot].assign(m.taps.end() - width, m.taps.end());
+    return ok_status();
+  }
+  m.device_taps = p.device;
+  m.device_taps.data = static_cast<const uint8_t*>(p.device.data) +
+                       size_t{at} * p.device.stride * ir::storage_bytes(p.device.storage);
+  m.device_taps.rows = e.rows;
+  if (!guesses) return ok_status();
+  ir::Tensor2 last;
+  TANDEM_TRY(backend_->fetch(m.device_taps, e.rows - 1, 1, last));
+  last_tap_[e.slot] = std::move(last.data);
   return ok_status();
 }
 

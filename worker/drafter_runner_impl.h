@@ -1,6 +1,7 @@
 // The drafter rank's runner (batch_runner.h load_drafter): a DFlash drafter fed by its target rank over an
-// engine/comm link. Per DraftAsk it settles each request's tap rows into the slot's context and drafts
-// a block; it keeps, per slot, only what drafting needs (position, bonus token, sampling keys, the last
+// engine/comm link. Per DraftAsk it settles each request's tap rows into the slot's context (from the
+// link's device buffer on an NCCL link: no host copy) and drafts a block (none for a settling ask); it
+// keeps, per slot, only what drafting needs (position, bonus token, sampling keys, with overlap the last
 // tap row). Under verify: reject it samples drafts at temperature > 0 and sends their proposals q with
 // them. With overlap it answers the drafts first, then guesses the next round (gen_messages.h Guess)
 // while its target verifies (drafter_guesses.cpp). A drain moves contexts between drafters
@@ -35,6 +36,9 @@ class DrafterRunner final : public RankRunner {
   // The drafts of an ask; `decoded` gets the ask when it decodes.
   DraftReply answer(const comm::Packet& p, std::optional<DraftAsk>& decoded);
   Status run(const DraftAsk& ask, const comm::Packet& p, DraftReply& reply);
+  // Entry `e`'s tap rows, rows [at, at + e.rows) of the message, into its mirror `m`: host rows, or a view
+  // of the link's device rows (settled before the next receive).
+  Status take_rows(const comm::Packet& p, uint32_t at, const DraftEntry& e, spec::Request& m);
   // A drain's context move (context_messages.h): an ask gives each slot's context rows up (those whose
   // context is here whole; every asked slot is freed), rows from the target are taken in. `rows` gets
   // what goes back with the answer.
@@ -62,7 +66,7 @@ class DrafterRunner final : public RankRunner {
   std::unique_ptr<ir::Backend> backend_;
   std::unique_ptr<models::dflash::Drafter> drafter_;
   std::map<uint32_t, spec::Request> mirrors_;  // by slot
-  std::map<uint32_t, std::vector<float>> last_tap_;  // by slot: the last tap row settled there
+  std::map<uint32_t, std::vector<float>> last_tap_;  // by slot: the last tap row settled there (overlap)
 };
 
 }  // namespace tandem::worker

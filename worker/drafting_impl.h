@@ -1,6 +1,7 @@
 // Drafting: where a target's rounds get their drafts. Local (a generator: its own drafter, settle then
-// draft) or remote (drafter ranks over engine/comm links: the pending tap rows go with each ask, the
-// proposals q come back with the drafts under rejection sampling). A lost drafter gives empty drafts, so
+// draft) or remote (drafter ranks over engine/comm links: the tap rows go to the drafters right after
+// each target run, from where the run left them, the proposals q come back with the drafts under
+// rejection sampling). A lost drafter gives empty drafts, so
 // its requests go on with plain decoding steps, exactly as before. With overlap (remote only) each drafter
 // also guesses the next round while the target verifies; a request whose outcome is the one guessed
 // verifies the guess at once (gen_messages.h Guess). A drained drafter hands its requests' contexts to
@@ -47,12 +48,14 @@ class Drafting {
   // other drafter rank: nothing moves.
   virtual Status hand_over(int from, std::span<Handoff> handoffs, uint64_t round, RoundDone& done) = 0;
   // Where the target leaves its runs' tap rows for these drafts (spec::TapRoute). kDevice: a generator
-  // whose drafter shares the target's GPU; the rows then settle (settle_now) before the target runs
-  // again. kHost: they are fetched and go with the next draft (remote drafters, the CPU backend).
+  // whose drafter shares the target's GPU, or remote drafters (the link sends the rows from the device,
+  // or fetches them); the rows then settle (settle_now) before the target runs again. kHost: they are
+  // fetched and settle with the next draft (a generator on the CPU backend).
   virtual spec::TapRoute route() const = 0;
-  // kDevice: the requests' pending tap rows go into their drafter contexts now, right after the target's
-  // run that left them; kHost: nothing.
-  virtual Status settle_now(std::span<spec::Request* const> requests, RoundDone& done) = 0;
+  // kDevice: the requests' pending tap rows go into their drafter contexts now (drafters[i]: request i's
+  // drafter rank), right after the target's run that left them; kHost: nothing.
+  virtual Status settle_now(std::span<spec::Request* const> requests, std::span<const int> drafters,
+                            RoundDone& done) = 0;
   // The most requests one draft-and-verify may take: under rejection sampling on the device the drafts'
   // proposals stay there until the verify reads them, one drafter run's worth (as spec::generate does).
   virtual size_t group(uint32_t block) const = 0;

@@ -33,8 +33,9 @@ struct DraftEntry {
   bool guess = false;
   std::vector<uint32_t> verified;  // the drafts verified this round when wants_draft is false
 };
-// Round 0 with no entries only releases (a request of the target finished or was cancelled); its
-// reply is skipped by the target.
+// Round 0 drafts nothing and its reply is skipped by the target: with no entries it only releases (a
+// request of the target finished or was cancelled); its entries (none wanting a draft, each `start` at
+// settled + rows) settle the tap rows a target run just left.
 struct DraftAsk {
   uint64_t round = 0;
   uint32_t block = 0;

@@ -35,7 +35,7 @@ class LocalDrafting final : public Drafting {
   void release(uint32_t, int) override {}  // settle() starts a reused slot's context afresh
   Status hand_over(int, std::span<Handoff>, uint64_t, RoundDone&) override { return ok_status(); }
   spec::TapRoute route() const override { return route_; }
-  Status settle_now(std::span<spec::Request* const> requests, RoundDone& done) override {
+  Status settle_now(std::span<spec::Request* const> requests, std::span<const int>, RoundDone& done) override {
     if (route_ != spec::TapRoute::kDevice || requests.empty()) return ok_status();
     const auto t0 = Clock::now();
     TANDEM_TRY(spec::settle(drafter_, requests));

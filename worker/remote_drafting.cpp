@@ -1,5 +1,6 @@
-// Remote drafting's rounds (remote_drafting_impl.h): the asks with each request's pending tap rows, the
-// replies with drafts (and proposals q under verify: reject, checked), the overlap guesses, lost drafters.
+// Remote drafting's rounds (remote_drafting_impl.h): the tap rows of each target run sent at once (settling
+// asks), the asks with the rows still pending (a moved request's recomputed ones), the replies with drafts
+// (and proposals q under verify: reject, checked), the overlap guesses, lost drafters.
 #include <algorithm>
 #include <cstdint>
 
@@ -99,13 +100,72 @@ Status RemoteDrafting::draft(std::span<spec::Request* const> requests, std::span
     done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
   }
   done.wait_us += us_since(t_wait);
+  count_bytes(done);
+  return ok_status();
+}
+
+void RemoteDrafting::count_bytes(RoundDone& done) {
   for (const auto& [rank, link] : links_) {
     const comm::LinkStats s = link->stats();
     done.bytes_sent += s.bytes_sent - seen_[rank].bytes_sent;
     done.bytes_received += s.bytes_received - seen_[rank].bytes_received;
     seen_[rank] = s;
   }
+}
+
+Status RemoteDrafting::settle_now(std::span<spec::Request* const> requests, std::span<const int> drafters,
+                                  RoundDone& done) {
+  const auto t0 = Clock::now();
+  std::map<int, std::vector<spec::Request*>> groups;  // drafter rank -> requests
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (alive(drafters[i])) groups[drafters[i]].push_back(requests[i]);
+  }
+  for (auto& [rank, group] : groups) {
+    // Host rows first (a long prompt's earlier chunks), then those the run left on the device.
+    TANDEM_TRY(send_settle(rank, group, false));
+    TANDEM_TRY(send_settle(rank, group, true));
+  }
+  // The drafter ranks hold the contexts from here on (a lost one's requests decode plainly).
+  for (spec::Request* r : requests) {
+    r->taps.clear();
+    r->device_taps = {};
+    r->settled = r->start;
+  }
+  done.send_us += us_since(t0);
+  count_bytes(done);
   return ok_status();
+}
+
+Status RemoteDrafting::send_settle(int rank, std::span<spec::Request* const> group, bool device) {
+  DraftAsk ask;
+  rows_.clear();
+  pieces_.clear();
+  for (spec::Request* r : group) {
+    const auto n = static_cast<uint32_t>(device ? r->device_taps.rows : r->taps.size() / width_);
+    if (n == 0) continue;
+    DraftEntry e;
+    e.slot = r->slot;
+    e.settled = r->settled;
+    e.rows = n;
+    e.start = r->settled + n;
+    e.bonus = r->tokens.at(e.start);
+    e.temperature = r->params.sampling.temperature;
+    e.seed = r->params.sampling.seed;
+    e.wants_draft = false;
+    ask.entries.push_back(e);
+    if (device) {
+      pieces_.push_back(r->device_taps);
+    } else {
+      rows_.insert(rows_.end(), r->taps.begin(), r->taps.end());
+    }
+    r->settled = e.start;
+  }
+  if (ask.entries.empty()) return ok_status();
+  comm::Link& link = *links_.at(rank);
+  if (!device) return link.send(encode_ask(ask), comm::RowsOut::of_host(rows_, width_));
+  ir::Backend* owner = pieces_.front().owner;
+  if (owner == nullptr) return Error(ErrorKind::kInternal, "tap rows left on a device without their backend");
+  return link.send(encode_ask(ask), comm::RowsOut::of_pieces(pieces_, width_, *owner));
 }
 
 Status RemoteDrafting::collect(uint64_t round, RoundDone& done) {

@@ -1,5 +1,6 @@
 // Remote drafting (drafting_impl.h make_remote_drafting): a target rank's drafts from its drafter ranks over
-// engine/comm links. One DraftAsk per drafter (sent before any reply is awaited, so drafters draft in
+// engine/comm links. After every target run its tap rows go to the drafters from where the run left them
+// (settle_now: settling asks, gen_messages.h). One DraftAsk per drafter (sent before any reply is awaited, so drafters draft in
 // parallel), then the replies in the same order; with overlap the guesses come after the verify (collect),
 // each kept for its slot until the next round checks it (remote_drafting.cpp). A drain's hand-over is one
 // context ask to the drained drafter, then the rows on to each new drafter (remote_handover.cpp).
@@ -32,9 +33,11 @@ class RemoteDrafting final : public Drafting {
   bool alive(int rank) const override {
     return rank >= 0 && links_.count(rank) > 0 && std::find(lost_.begin(), lost_.end(), rank) == lost_.end();
   }
-  // The rows go to the drafter ranks from the host with each ask; one draft() per round.
-  spec::TapRoute route() const override { return spec::TapRoute::kHost; }
-  Status settle_now(std::span<spec::Request* const>, RoundDone&) override { return ok_status(); }
+  // The target keeps its runs' tap rows where they were left, and settle_now sends them to the drafter
+  // ranks from there at once (NCCL: device to device; a host link fetches them). One draft() per round.
+  spec::TapRoute route() const override { return spec::TapRoute::kDevice; }
+  Status settle_now(std::span<spec::Request* const> requests, std::span<const int> drafters,
+                    RoundDone& done) override;
   size_t group(uint32_t) const override { return SIZE_MAX; }
   Status hand_over(int from, std::span<Handoff> handoffs, uint64_t round, RoundDone& done) override;
   void release(uint32_t slot, int rank) override;
@@ -62,6 +65,11 @@ class RemoteDrafting final : public Drafting {
   std::optional<std::pair<ContextMessage, comm::Packet>> exchange(int rank, const ContextMessage& m,
                                                                   const comm::RowsOut& rows, ContextKind want);
   void lost(int rank, const Error& why);
+  // A settling ask (round 0, no drafts; its reply is skipped) to drafter `rank` with the pending host rows
+  // (`device` false) or device rows of `group`, each entry continuing its context from `settled`.
+  Status send_settle(int rank, std::span<spec::Request* const> group, bool device);
+  // The data plane's bytes since the last count, into `done`.
+  void count_bytes(RoundDone& done);
   // The reply (drafts, or with `guess` the guesses) to `round`, skipping replies to earlier rounds (a
   // round that failed before reading them) and, for the guesses, the round's draft reply.
   Result<DraftReply> await(comm::Link& link, uint64_t round, bool guess);
@@ -73,6 +81,7 @@ class RemoteDrafting final : public Drafting {
   uint32_t vocab_;
   std::vector<int> lost_;
   std::vector<float> rows_;
+  std::vector<ir::DeviceRows> pieces_;
   std::map<int, comm::LinkStats> seen_;
   bool overlap_;
   std::map<int, Asked> asked_;          // this round's asks, by drafter rank

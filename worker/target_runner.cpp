@@ -294,6 +294,7 @@ class TargetRunner final : public RankRunner {
   // dropped), and on TapRoute::kDevice the others' rows settle now, before the target runs again.
   Status after_target_run(std::span<Live* const> lives, RoundDone& done) {
     std::vector<spec::Request*> settle;
+    std::vector<int> drafters;
     for (Live* live : lives) {
       spec::Request& r = live->request;
       if (live->drafter < 0) {
@@ -302,9 +303,10 @@ class TargetRunner final : public RankRunner {
         r.settled = r.start;
       } else if (r.active()) {
         settle.push_back(&r);
+        drafters.push_back(live->drafter);
       }
     }
-    return drafting_->settle_now(settle, done);
+    return drafting_->settle_now(settle, drafters, done);
   }
 
   Status admit(const Round& round, RoundDone& done) {

@@ -37,14 +37,17 @@ class HostPipe {
 std::pair<std::unique_ptr<HostPipe>, std::unique_ptr<HostPipe>> make_local_pipes(int rank_a, int rank_b);
 
 // Rows to send with a header: host rows, or rows [first, first + count) of a device output of
-// `backend` (a host link fetches them; an NCCL link sends them from the device).
+// `backend`, or several device row sets of `backend` one after another (pieces: each request's rows of
+// one run). A host link fetches device rows; an NCCL link sends f32 rows from the device and fetches
+// 16-bit ones, which it sends as f32.
 struct RowsOut {
   uint32_t width = 0;
   std::span<const float> host;              // rows × width
   const ir::DeviceRows* device = nullptr;   // instead of host
   uint32_t first = 0;
   uint32_t count = 0;
-  ir::Backend* backend = nullptr;           // the owner of `device`
+  std::span<const ir::DeviceRows> pieces;   // instead of host and device: each whole, of `width`
+  ir::Backend* backend = nullptr;           // the owner of `device` or `pieces`
 
   static RowsOut none() { return {}; }
   static RowsOut of_host(std::span<const float> rows, uint32_t width) {
@@ -53,16 +56,38 @@ struct RowsOut {
     r.host = rows;
     return r;
   }
+  static RowsOut of_device(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Backend& backend) {
+    RowsOut r;
+    r.width = rows.width;
+    r.device = &rows;
+    r.first = first;
+    r.count = count;
+    r.backend = &backend;
+    return r;
+  }
+  static RowsOut of_pieces(std::span<const ir::DeviceRows> pieces, uint32_t width, ir::Backend& backend) {
+    RowsOut r;
+    r.width = width;
+    r.pieces = pieces;
+    r.backend = &backend;
+    return r;
+  }
   uint32_t rows() const;
+  bool on_device() const { return device != nullptr || !pieces.empty(); }
+  // The device rows as whole row sets (device: rows [first, first + count) of it; pieces: as they are),
+  // each checked against `width` and its own rows; an error names the piece.
+  Result<std::vector<ir::DeviceRows>> device_parts() const;
 };
 
-// A received message: its header and the rows on the host (the drafter is fed from the host today; a
-// device consumer will take them where the link left them).
+// A received message: its header and its rows, on the host (data), or where an NCCL link received them
+// (device, after Link::receive_to_device: f32 rows owned by that backend, valid until the next recv).
 struct Packet {
   std::vector<uint8_t> header;
   uint32_t rows = 0;
   uint32_t width = 0;
-  std::vector<float> data;  // rows × width
+  std::vector<float> data;  // rows × width; empty when the rows are on the device
+  ir::DeviceRows device;    // rows × width, `width` apart
+  bool on_device() const { return device.data != nullptr; }
 };
 
 struct LinkStats {
@@ -70,6 +95,7 @@ struct LinkStats {
   uint64_t messages_received = 0;
   uint64_t bytes_sent = 0;      // headers and rows
   uint64_t bytes_received = 0;
+  uint64_t rows_to_host_bytes = 0;  // received rows the link copied from its device to the host
 };
 
 class Link {
@@ -82,6 +108,10 @@ class Link {
   virtual Status send(std::span<const uint8_t> header, const RowsOut& rows) = 0;
   // The next message, as HostPipe::recv (nullopt at the deadline; kUnavailable for a lost peer).
   virtual Result<std::optional<Packet>> recv(Clock::time_point deadline) = 0;
+  // From here on, received rows stay where the link received them, as rows `owner` (this rank's backend,
+  // on the link's device) reads without a host copy: an NCCL link's own buffer (Packet::device). A host
+  // link has them on the host anyway and keeps delivering Packet::data.
+  virtual void receive_to_device(ir::Backend& owner) = 0;
   virtual LinkStats stats() const = 0;
 };
 

@@ -9,7 +9,40 @@
 
 namespace tandem::comm {
 
-uint32_t RowsOut::rows() const { return device != nullptr ? count : static_cast<uint32_t>(width ? host.size() / width : 0); }
+uint32_t RowsOut::rows() const {
+  if (device != nullptr) return count;
+  if (!pieces.empty()) {
+    uint32_t n = 0;
+    for (const ir::DeviceRows& p : pieces) n += p.rows;
+    return n;
+  }
+  return static_cast<uint32_t>(width ? host.size() / width : 0);
+}
+
+Result<std::vector<ir::DeviceRows>> RowsOut::device_parts() const {
+  std::vector<ir::DeviceRows> parts;
+  if (device != nullptr) {
+    const ir::DeviceRows& d = *device;
+    if (uint64_t{first} + count > d.rows || width != d.width || d.stride < d.width) {
+      return Error::make(ErrorKind::kInternal, "rows [{}, {}) of width {} from a device output of {} rows, width {}, "
+                         "stride {}", first, uint64_t{first} + count, width, d.rows, d.width, d.stride);
+    }
+    ir::DeviceRows slice = d;
+    slice.data = static_cast<const uint8_t*>(d.data) + size_t{first} * d.stride * ir::storage_bytes(d.storage);
+    slice.rows = count;
+    parts.push_back(slice);
+    return parts;
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const ir::DeviceRows& d = pieces[i];
+    if (d.width != width || d.stride < d.width || (d.rows > 0 && d.data == nullptr)) {
+      return Error::make(ErrorKind::kInternal, "device piece {}: {} rows of width {} (stride {}) to send as rows of {}",
+                         i, d.rows, d.width, d.stride, width);
+    }
+    parts.push_back(d);
+  }
+  return parts;
+}
 
 std::vector<uint8_t> encode_frame(std::span<const uint8_t> header, uint32_t rows, uint32_t width,
                                   std::span<const float> data, uint16_t flags) {
@@ -72,11 +105,16 @@ class HostLink final : public Link {
   Status send(std::span<const uint8_t> header, const RowsOut& rows) override {
     std::span<const float> data = rows.host;
     uint32_t n = rows.rows();
-    if (rows.device != nullptr) {
+    if (rows.on_device()) {
       if (rows.backend == nullptr) return Error(ErrorKind::kInternal, "device rows to send without their backend");
-      fetched_.data.clear();
-      TANDEM_TRY(rows.backend->fetch(*rows.device, rows.first, rows.count, fetched_));
-      data = fetched_.data;
+      TANDEM_ASSIGN(const std::vector<ir::DeviceRows> parts, rows.device_parts());
+      fetched_.clear();
+      for (const ir::DeviceRows& part : parts) {
+        piece_.data.clear();
+        TANDEM_TRY(rows.backend->fetch(part, 0, part.rows, piece_));
+        fetched_.insert(fetched_.end(), piece_.data.begin(), piece_.data.end());
+      }
+      data = fetched_;
     }
     if (data.size() != size_t{n} * rows.width) {
       return Error::make(ErrorKind::kInternal, "{} values for {} rows of width {} to rank {}", data.size(), n,
@@ -100,11 +138,13 @@ class HostLink final : public Link {
     return std::optional<Packet>(std::move(f.packet));
   }
 
+  void receive_to_device(ir::Backend&) override {}  // rows come inline with the header, on the host
   LinkStats stats() const override { return stats_; }
 
  private:
   std::unique_ptr<HostPipe> pipe_;
-  ir::Tensor2 fetched_;
+  ir::Tensor2 piece_;
+  std::vector<float> fetched_;
   LinkStats stats_;
 };
 

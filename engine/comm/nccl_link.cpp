@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <deque>
@@ -81,6 +82,7 @@ class NcclLinkImpl final : public NcclLink {
   Status start();
   Status send(std::span<const uint8_t> header, const RowsOut& rows) override;
   Result<std::optional<Packet>> recv(Clock::time_point deadline) override;
+  void receive_to_device(ir::Backend& owner) override { device_owner_ = &owner; }
   void abort() override;
 
  private:
@@ -109,7 +111,10 @@ class NcclLinkImpl final : public NcclLink {
   cudaEvent_t recv_done_ = nullptr;
   std::array<SendSlot, kSendSlots> slots_;
   Buffer received_;  // device
-  Buffer staged_;    // pinned host copy of received_
+  Buffer staged_;    // pinned host copy of received_ (unused once rows stay on the device)
+  ir::Backend* device_owner_ = nullptr;  // receive_to_device: received rows stay in received_, as its rows
+  ir::Tensor2 piece_;             // one 16-bit device row set, widened to f32 on the host
+  std::vector<float> fetched_;    // every such set of a message
   std::deque<std::vector<uint8_t>> early_;  // pipe messages read while waiting for rows
   bool aborted_ = false;
   uint64_t sent_ = 0;
@@ -313,19 +318,34 @@ Status NcclLinkImpl::send(std::span<const uint8_t> header, const RowsOut& rows) 
   if (aborted_) return Error::make(ErrorKind::kUnavailable, "{}: the link was aborted", where());
   const uint32_t n = rows.rows();
   const size_t values = size_t{n} * rows.width;
-  if (rows.device != nullptr) {
-    const ir::DeviceRows& d = *rows.device;
-    if (d.storage != ir::Storage::kF32) {
-      return Error::make(ErrorKind::kUnsupported, "{}: device rows are {}; the link sends f32 rows", where(),
-                         ir::to_string(d.storage));
+  std::vector<ir::DeviceRows> parts;
+  std::span<const float> host = rows.host;
+  if (rows.on_device()) {
+    auto got = rows.device_parts();
+    if (!got.ok()) return std::move(got).error().context(where());
+    parts = std::move(got).value();
+    const bool f32 = std::all_of(parts.begin(), parts.end(),
+                                 [](const ir::DeviceRows& d) { return d.storage == ir::Storage::kF32; });
+    if (!f32) {
+      // The rows travel as f32: 16-bit ones widen on the host (the backend's fetch) and go from there.
+      if (rows.backend == nullptr) {
+        return Error::make(ErrorKind::kInternal, "{}: 16-bit device rows to send without their backend", where());
+      }
+      fetched_.clear();
+      for (const ir::DeviceRows& d : parts) {
+        if (d.storage == ir::Storage::kU32) {
+          return Error::make(ErrorKind::kUnsupported, "{}: device rows are u32 ids; the link sends f32 rows", where());
+        }
+        piece_.data.clear();
+        TANDEM_TRY(rows.backend->fetch(d, 0, d.rows, piece_));
+        fetched_.insert(fetched_.end(), piece_.data.begin(), piece_.data.end());
+      }
+      host = fetched_;
+      parts.clear();
     }
-    if (uint64_t{rows.first} + rows.count > d.rows || rows.width != d.width || d.stride < d.width) {
-      return Error::make(ErrorKind::kInternal,
-                         "{}: rows [{}, {}) of width {} from a device output of {} rows, width {}, stride {}", where(),
-                         rows.first, uint64_t{rows.first} + rows.count, rows.width, d.rows, d.width, d.stride);
-    }
-  } else if (rows.host.size() != values) {
-    return Error::make(ErrorKind::kInternal, "{}: {} values for {} rows of width {}", where(), rows.host.size(), n,
+  }
+  if (parts.empty() && host.size() != values) {
+    return Error::make(ErrorKind::kInternal, "{}: {} values for {} rows of width {}", where(), host.size(), n,
                        rows.width);
   }
   const uint64_t message = sent_;
@@ -341,12 +361,15 @@ Status NcclLinkImpl::send(std::span<const uint8_t> header, const RowsOut& rows) 
   TANDEM_TRY(slot.buffer.reserve(values * sizeof(float), "a send slot of the NCCL link"));
   const size_t row_bytes = size_t{rows.width} * sizeof(float);
   cudaError_t e = cudaSuccess;
-  if (rows.device != nullptr) {
-    const auto* src = static_cast<const uint8_t*>(rows.device->data) + size_t{rows.first} * rows.device->stride * sizeof(float);
-    e = cudaMemcpy2DAsync(slot.buffer.data, row_bytes, src, size_t{rows.device->stride} * sizeof(float), row_bytes, n,
+  if (parts.empty()) {
+    e = cudaMemcpyAsync(slot.buffer.data, host.data(), values * sizeof(float), cudaMemcpyHostToDevice, copy_stream_);
+  }
+  auto* to = static_cast<uint8_t*>(slot.buffer.data);
+  for (const ir::DeviceRows& d : parts) {
+    if (d.rows == 0 || e != cudaSuccess) continue;
+    e = cudaMemcpy2DAsync(to, row_bytes, d.data, size_t{d.stride} * sizeof(float), row_bytes, d.rows,
                           cudaMemcpyDeviceToDevice, copy_stream_);
-  } else {
-    e = cudaMemcpyAsync(slot.buffer.data, rows.host.data(), values * sizeof(float), cudaMemcpyHostToDevice, copy_stream_);
+    to += size_t{d.rows} * row_bytes;
   }
   if (e != cudaSuccess) return device_error(e, "staging rows to send");
   if (e = cudaStreamSynchronize(copy_stream_); e != cudaSuccess) return device_error(e, "cudaStreamSynchronize");
@@ -418,7 +441,9 @@ Result<std::optional<Packet>> NcclLinkImpl::recv(Clock::time_point deadline) {
 
   if (cudaError_t e = cudaSetDevice(options_.device); e != cudaSuccess) return device_error(e, "cudaSetDevice");
   TANDEM_TRY(received_.reserve(values * sizeof(float), "received rows of the NCCL link"));
-  TANDEM_TRY(staged_.reserve(values * sizeof(float), "received rows of the NCCL link (host)"));
+  if (device_owner_ == nullptr) {
+    TANDEM_TRY(staged_.reserve(values * sizeof(float), "received rows of the NCCL link (host)"));
+  }
   const ncclResult_t r = settle(ncclRecv(received_.data, values, ncclFloat32, nccl_peer_, recv_comm_, recv_stream_),
                                 recv_comm_);
   if (r != ncclSuccess) {
@@ -428,12 +453,22 @@ Result<std::optional<Packet>> NcclLinkImpl::recv(Clock::time_point deadline) {
     abort();
     return st.error();
   }
-  // A pinned target, so the copy is queued behind the receive and the host thread stays free to poll.
-  cudaError_t e = cudaMemcpyAsync(staged_.data, received_.data, values * sizeof(float), cudaMemcpyDeviceToHost,
-                                  recv_stream_);
-  if (e != cudaSuccess) return device_error(e, "cudaMemcpyAsync");
+  cudaError_t e = cudaSuccess;
+  if (device_owner_ == nullptr) {
+    // A pinned target, so the copy is queued behind the receive and the host thread stays free to poll.
+    e = cudaMemcpyAsync(staged_.data, received_.data, values * sizeof(float), cudaMemcpyDeviceToHost, recv_stream_);
+    if (e != cudaSuccess) return device_error(e, "cudaMemcpyAsync");
+  }
   if (e = cudaEventRecord(recv_done_, recv_stream_); e != cudaSuccess) return device_error(e, "cudaEventRecord");
   TANDEM_TRY(wait_rows(recv_done_, message, f.packet));
+  if (device_owner_ != nullptr) {
+    // The receive has finished (polled above), so the owner's stream reads the rows in its own order; its
+    // runs synchronize before returning, so the next receive cannot overwrite rows still being read.
+    f.packet.device = {received_.data, f.packet.rows, f.packet.width, f.packet.width, ir::Storage::kF32,
+                       device_owner_};
+    return std::optional<Packet>(std::move(f.packet));
+  }
+  stats_.rows_to_host_bytes += values * sizeof(float);
   f.packet.data.resize(values);
   std::memcpy(f.packet.data.data(), staged_.data, values * sizeof(float));
   return std::optional<Packet>(std::move(f.packet));

@@ -33,8 +33,8 @@ enum class VerifyMode : uint8_t { kMatch, kReject };
 // Where the target's tap rows wait for the drafter between a target run and the next settle.
 // kHost: fetched to the host (a drafter on the CPU backend or on another backend than the target's).
 // kDevice: left where the target's run wrote them and read there by the settle (both on one CUDA
-//   backend): valid until the target runs again, so the settle must come before the next target run, as
-//   in generate(). Rows a later run of the same call would overwrite (a long prompt's early chunks) are
+//   backend), or sent from there to drafter ranks (worker/remote_drafting.cpp): valid until the target
+//   runs again, so the settle (or send) must come before the next target run, as in generate(). Rows a later run of the same call would overwrite (a long prompt's early chunks) are
 //   fetched to the host first. Rejection sampling's proposals stay on the device too (draft()).
 enum class TapRoute : uint8_t { kHost, kDevice };
 // kDevice when the drafter runs on the target's backend and that is not the CPU reference; else kHost.

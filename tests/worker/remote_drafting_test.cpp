@@ -1,9 +1,11 @@
 // Remote drafting under rejection sampling (worker/drafting_impl.h): a drafter rank's proposals q reach
 // the target's drafts intact, and a reply whose q is missing, short, or names an id past the vocabulary
-// is refused naming the rank, the slot and the field; under sample-and-match no q is expected.
+// is refused naming the rank, the slot and the field; under sample-and-match no q is expected. A target
+// run's tap rows go to the drafter as the run ends.
 #include <gtest/gtest.h>
 
 #include "engine/comm/comm.h"
+#include "engine/cpu/cpu_backend.h"
 #include "worker/drafting_impl.h"
 #include "worker/gen_messages.h"
 
@@ -145,6 +147,52 @@ TEST(RemoteDrafting, GreedyAndMatchDraftsCarryNoProposals) {
   EXPECT_EQ(s.error().message(),
             "drafter rank 2: slot 1: drafts[0].proposals: 2 proposals for 2 draft tokens (verify: match, temperature "
             "0.8)");
+}
+
+// Right after a target run the pending tap rows go to the drafter at once (settle_now), as settling asks
+// of round 0 that draft nothing: the host rows first (a long prompt's earlier chunks), then the rows the
+// run left on its "device" (the CPU backend's are host memory: the host link fetches them), each entry
+// continuing the context where the last one ended. The request then holds nothing pending.
+TEST(RemoteDrafting, TapRowsGoToTheDrafterRightAfterTheRun) {
+  Pair p = make_pair_for(spec::VerifyMode::kMatch);
+  auto cpu = cpu::make_cpu_backend(1);
+  spec::Request r = sampled_request(1, 0.0f);
+  r.settled = 1;  // positions 1..3 pending: one host row, then two device rows of a run's output
+  r.taps = {10, 11};
+  const std::vector<float> output = {-1, -1, 20, 21, 22, 23, -1, -1};  // rows 1..2 of 4, stride 2
+  r.device_taps = {output.data() + kWidth, 2, kWidth, kWidth, ir::Storage::kF32, cpu.get()};
+  std::vector<spec::Request*> requests = {&r};
+  const std::vector<int> drafters = {2};
+  RoundDone done;
+  Status s = p.drafting->settle_now(requests, drafters, done);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(p.drafting->route(), spec::TapRoute::kDevice);
+  EXPECT_EQ(r.settled, r.start);
+  EXPECT_TRUE(r.taps.empty());
+  EXPECT_EQ(r.device_taps.rows, 0u);
+  EXPECT_GT(done.bytes_sent, 0u);
+  const std::vector<std::vector<float>> rows = {{10, 11}, {20, 21, 22, 23}};
+  const uint32_t settled[] = {1, 2}, starts[] = {2, 4};
+  for (size_t k = 0; k < 2; ++k) {
+    auto got = p.drafter->recv(comm::Clock::now() + std::chrono::seconds(2));
+    ASSERT_TRUE(got.ok() && got->has_value());
+    auto ask = decode_ask((*got)->header, (*got)->rows, 1);
+    ASSERT_TRUE(ask.ok()) << ask.error().message();
+    EXPECT_EQ(ask->round, 0u);
+    ASSERT_EQ(ask->entries.size(), 1u);
+    const DraftEntry& e = ask->entries[0];
+    EXPECT_EQ(e.slot, 1u);
+    EXPECT_EQ(e.settled, settled[k]);
+    EXPECT_EQ(e.start, starts[k]);
+    EXPECT_EQ(e.bonus, r.tokens[starts[k]]);
+    EXPECT_FALSE(e.wants_draft);
+    EXPECT_FALSE(e.guess);
+    EXPECT_EQ((*got)->data, rows[k]);
+  }
+  // Nothing else was sent: the next ask carries no rows for this request.
+  auto more = p.drafter->recv(comm::Clock::now() + std::chrono::milliseconds(50));
+  ASSERT_TRUE(more.ok());
+  EXPECT_FALSE(more->has_value());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The NCCL link (engine/comm/nccl_link.h) between two ranks played by threads of one process: on two
 // GPUs with real NCCL (label gpu; skipped without two devices) and, as comm_nccl_link_test_emu, on the
 // CUDA and NCCL emulators (CI). Rows arrive bit-exact and in order, several messages in flight both
-// ways; a peer that never joins or that aborts mid-transfer fails the other side with its reason.
+// ways, left on the receiver's device when it asks (receive_to_device); a peer that never joins or that
+// aborts mid-transfer fails the other side with its reason.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -179,6 +180,93 @@ TEST(NcclLink, TargetToDrafterInOrderWithMessagesInFlight) {
   EXPECT_EQ(p.target->stats().messages_sent, uint64_t{kMessages});
   EXPECT_EQ(p.drafter->stats().messages_received, uint64_t{kMessages});
   EXPECT_EQ(p.target->stats().bytes_sent, p.drafter->stats().bytes_received);
+  // Every row came to the host: the messages with rows, i % 5 != 4.
+  uint64_t staged = 0;
+  for (int i = 0; i < kMessages; ++i) staged += i % 5 == 4 ? 0 : uint64_t{rows_of(i)} * kWidth * sizeof(float);
+  EXPECT_EQ(p.drafter->stats().rows_to_host_bytes, staged);
+}
+
+// The rank's backend a receiver hands its rows to (Link::receive_to_device): only its address matters to
+// the link; fetch() reads device rows back as a backend would.
+class RowsOwner final : public ir::Backend {
+ public:
+  ir::Caps caps() const override { return {"test", "rows owner", false, false}; }
+  Status supports(const ir::Graph&, const ir::Op&) const override { return unsupported(); }
+  Result<std::unique_ptr<ir::Weights>> upload(const WeightSource&, std::span<const ir::Graph* const>) override {
+    return unsupported();
+  }
+  Result<std::unique_ptr<ir::Plan>> lower(const ir::Weights&, const ir::Graph&, ir::Bucket) override {
+    return unsupported();
+  }
+  Result<std::unique_ptr<ir::State>> create_state(const ir::Graph&, uint32_t, uint32_t) override {
+    return unsupported();
+  }
+  Status run(ir::Plan&, const ir::Batch&, ir::State*, ir::Outputs&) override { return unsupported(); }
+  Status fetch(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Tensor2& out) override {
+    out.rows = count;
+    out.width = rows.width;
+    out.data.resize(size_t{count} * rows.width);
+    for (uint32_t r = 0; r < count; ++r) {
+      const auto* src = static_cast<const float*>(rows.data) + size_t{first + r} * rows.stride;
+      if (cudaMemcpy(&out.data[size_t{r} * rows.width], src, rows.width * sizeof(float), cudaMemcpyDeviceToHost) !=
+          cudaSuccess) {
+        return Error(ErrorKind::kDevice, "cudaMemcpy");
+      }
+    }
+    return ok_status();
+  }
+
+ private:
+  static Error unsupported() { return Error(ErrorKind::kUnsupported, "a test's rows owner runs nothing"); }
+};
+
+// Device rows in pieces (one request's rows of a run each) go device to device and stay in the receiver's
+// buffer as rows of its backend: bit-exact, in the pieces' order, and nothing copied to the host on
+// receipt; host rows sent to such a receiver arrive on its device too.
+TEST(NcclLink, ReceivedRowsStayOnTheDeviceAsRowsOfTheOwner) {
+  REQUIRE_TWO_DEVICES(d);
+  Pair p = connect(options(0, d.target), options(1, d.drafter));
+  ASSERT_TRUE(p.target && p.drafter);
+  RowsOwner owner;
+  p.drafter->receive_to_device(owner);
+  const std::vector<float> a = message_rows(0, 1, 3, kWidth), b = message_rows(0, 2, 4, kWidth);
+  std::thread sender([&] {
+    ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
+    DeviceOutput out_a(d.target, a, 3), out_b(d.target, b, 4);
+    std::vector<ir::DeviceRows> pieces = {out_b.rows, out_a.rows};  // b's rows, then a's
+    for (size_t k = 0; k < 2; ++k) {
+      pieces[k].data = static_cast<const float*>(pieces[k].data) + size_t{kFirst} * kStride;
+      pieces[k].rows = k == 0 ? 4 : 3;
+    }
+    auto st = p.target->send(header_of(0, 0), RowsOut::of_pieces(pieces, kWidth, owner));
+    ASSERT_TRUE(st.ok()) << st.error().message();
+    st = p.target->send(header_of(0, 1), RowsOut::of_host(a, kWidth));
+    ASSERT_TRUE(st.ok()) << st.error().message();
+  });
+  std::vector<float> want = b;
+  want.insert(want.end(), a.begin(), a.end());
+  for (int i = 0; i < 2; ++i) {
+    auto got = p.drafter->recv(Clock::now() + 20s);
+    ASSERT_TRUE(got.ok()) << got.error().message();
+    ASSERT_TRUE(got->has_value());
+    const Packet& m = **got;
+    EXPECT_EQ(m.header, header_of(0, i));
+    ASSERT_TRUE(m.on_device());
+    EXPECT_TRUE(m.data.empty());
+    EXPECT_EQ(m.device.owner, &owner);
+    EXPECT_EQ(m.device.storage, ir::Storage::kF32);
+    ASSERT_EQ(m.rows, i == 0 ? 7u : 3u);
+    EXPECT_EQ(m.device.rows, m.rows);
+    EXPECT_EQ(m.device.width, kWidth);
+    EXPECT_EQ(m.device.stride, kWidth);
+    ir::Tensor2 back;
+    ASSERT_TRUE(owner.fetch(m.device, 0, m.rows, back).ok());
+    const std::vector<float>& expected = i == 0 ? want : a;
+    ASSERT_EQ(back.data.size(), expected.size());
+    EXPECT_EQ(std::memcmp(back.data.data(), expected.data(), expected.size() * sizeof(float)), 0) << "message " << i;
+  }
+  sender.join();
+  EXPECT_EQ(p.drafter->stats().rows_to_host_bytes, 0u);
 }
 
 TEST(NcclLink, BothDirectionsAtOnce) {

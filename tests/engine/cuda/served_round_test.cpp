@@ -6,7 +6,8 @@
 // else, which the rank reports (tandem_gen_device_to_host_bytes_total) and this test bounds by one tap row
 // a round (through the host, every verify copies at least one kept tap row per request, and rejection
 // sampling a logits row per draft). Greedy and sample-and-match output equals plain decoding on the same
-// backend token for token.
+// backend token for token. Split target and drafter ranks on two CUDA devices (NCCL between them) copy ids
+// only on the target too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,6 +35,21 @@ config::Deployment cuda_deployment(uint32_t slots, config::Verify verify) {
   d.generation.block_size = kBlock;
   d.generation.kv_capacity = 128;
   d.generation.verify = verify;
+  return d;
+}
+
+// `split` (architecture.md "A speculative round, drafter on another GPU"): rank 1 the target, rank 2 its
+// drafter, both CUDA, so an NCCL link joins them (the emulator's one device; devices 0 and 1 on GPUs).
+config::Deployment cuda_split_deployment(uint32_t slots, bool overlap) {
+  config::Deployment d = coordinator::test::deployment(0, slots, 1);
+  for (size_t r = 1; r < d.ranks.size(); ++r) {
+    d.ranks[r].backend.name = "cuda";
+    d.ranks[r].backend.precision = ir::Precision::kF32;
+    d.ranks[r].backend.device = emulated() ? 0 : static_cast<int>(r) - 1;
+  }
+  d.generation.block_size = kBlock;
+  d.generation.kv_capacity = 128;
+  d.generation.overlap = overlap;
   return d;
 }
 
@@ -127,6 +143,34 @@ TEST(ServedRoundOnCuda, RejectionSamplingStaysOnTheGpu) {
   ASSERT_EQ(got.tokens.size(), reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i].size(), reqs[i].max_tokens) << "request " << i;
   expect_ids_only(got);
+}
+
+}  // namespace
+}  // namespace tandem::cuda::test
+
+namespace tandem::cuda::test {
+namespace {
+
+// Split target and drafter ranks: the accepted rows' taps go from the target's device output over NCCL
+// into the drafter's device (settled there from the link's buffer), so the target's rounds copy ids
+// only, as the generator's do; with the taps through the host (the earlier code fetched every verify
+// row's taps) each round copied several tap rows. Greedy and sample-and-match output equals plain
+// decoding token for token, with and without overlap's guesses.
+TEST(ServedRoundOnCuda, SplitTargetAndDrafterKeepTheTapsOffTheHost) {
+  TANDEM_REQUIRE_GPU();
+  if (!emulated() && device_count() < 2) GTEST_SKIP() << "split ranks need 2 CUDA devices, this machine has " << device_count();
+  auto reqs = requests(2, emulated() ? 10 : 32);
+  reqs[1].sampling = {0.8f, 0.95f, 1234};
+  const auto want = plain_on_cuda(reqs);
+  ASSERT_EQ(want.size(), reqs.size());
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "overlap" : "no overlap");
+    const Served got = serve(cuda_split_deployment(2, overlap), reqs);
+    ASSERT_EQ(got.tokens.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i], want[i]) << "request " << i;
+    EXPECT_GT(got.accepted, 0u) << "no draft was accepted: speculation did not run";
+    expect_ids_only(got);
+  }
 }
 
 }  // namespace

@@ -13,7 +13,9 @@
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static  // one block runs at a time, so a function's statics are its block's shared memory
+// One block runs at a time on a launching thread, so a function's statics are its block's shared memory;
+// per thread, as two ranks' backends may launch at once in one test process.
+#define __shared__ static thread_local
 #define __syncthreads() ::tandem::emu::sync_block()
 #define __syncwarp() ::tandem::emu::warp_sync()
 #define threadIdx (::tandem::emu::thread_idx())

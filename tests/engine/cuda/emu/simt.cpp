@@ -102,9 +102,21 @@ struct Block {
 thread_local Block* g_block = nullptr;
 thread_local unsigned g_launches = 0;
 
+// Fiber stacks, one pool per launching thread (two ranks' backends may run kernels at once in a test),
+// unmapped when the thread ends.
+struct StackPool {
+  std::vector<unsigned char*> stacks;
+  StackPool() = default;
+  StackPool(const StackPool&) = delete;
+  StackPool& operator=(const StackPool&) = delete;
+  ~StackPool() {
+    for (unsigned char* s : stacks) munmap(s - kGuardBytes, kStackBytes + kGuardBytes);
+  }
+};
+
 std::vector<unsigned char*>& stack_pool() {
-  static std::vector<unsigned char*> pool;
-  return pool;
+  static thread_local StackPool pool;
+  return pool.stacks;
 }
 
 unsigned char* stack_at(size_t i) {
