@@ -129,6 +129,7 @@ void RoundScheduler::Impl::handle(Event& event, Calls& calls) {
     t.view.wait_us += done.wait_us;
     for (const worker::DrafterReport& dr : done.drafters) {
       t.view.drafter_us += dr.settle_us + dr.draft_us;
+      t.view.drafter_device_to_host_bytes += dr.device_to_host_bytes;
       drafter_slots[dr.rank] = dr.slots_used;
     }
     t.view.verify_us += done.verify_us;

@@ -48,6 +48,7 @@ struct TargetRankView {
   uint64_t send_us = 0;        // handing tap rows to drafter ranks
   uint64_t bytes_moved = 0;    // data plane, both ways
   uint64_t device_to_host_bytes = 0;  // the rank's GPU to its host (0 on the CPU backend)
+  uint64_t drafter_device_to_host_bytes = 0;  // its drafter ranks' GPUs to their hosts
   uint64_t guesses = 0;        // overlap: next-round guesses its drafters made
   uint64_t guesses_used = 0;   // of which the outcome was the one guessed (verified at once)
   uint64_t moves = 0;          // requests whose drafter died and that moved to another drafter

@@ -73,6 +73,13 @@ std::string render_scheduler_metrics(const RoundScheduler& scheduler) {
   for (const auto& t : targets) {
     out += fmt::format("tandem_gen_device_to_host_bytes_total{{rank=\"{}\"}} {}\n", t.rank, t.device_to_host_bytes);
   }
+  header(out, "tandem_gen_drafter_device_to_host_bytes_total", "counter",
+         "Bytes the drafter ranks of a target rank copied from their GPUs to the host (0 on the CPU backend): tap "
+         "rows settle from the data plane's device buffer, so this is what overlap's guesses and drains fetch.");
+  for (const auto& t : targets) {
+    out += fmt::format("tandem_gen_drafter_device_to_host_bytes_total{{rank=\"{}\"}} {}\n", t.rank,
+                       t.drafter_device_to_host_bytes);
+  }
   header(out, "tandem_gen_kv_slots", "gauge", "KV cache slots of a target rank.");
   for (const auto& t : targets) out += fmt::format("tandem_gen_kv_slots{{rank=\"{}\"}} {}\n", t.rank, t.slots);
   header(out, "tandem_gen_kv_slots_used", "gauge", "KV cache slots holding a request, as the target rank reported.");

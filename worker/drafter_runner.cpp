@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/backends/backend_factory.h"
 #include "engine/core/elapsed.h"
 #include "engine/core/log.h"
 #include "engine/io/hf_config.h"
@@ -70,13 +71,13 @@ void DrafterRunner::serve(Mailbox& mail, Outbox&, int) {
     }
     std::optional<DraftAsk> ask;
     DraftReply reply = answer(**p, ask);
-    Status s = link->send(encode_reply(reply), comm::RowsOut::none());
+    Status s = send_reply(reply);
     if (!s.ok()) log::error("drafter: answering round {}: {}", reply.round, s.error().message());
     if (!ask || std::none_of(ask->entries.begin(), ask->entries.end(), [](const DraftEntry& e) { return e.guess; })) {
       continue;
     }
     DraftReply guesses = guess(*ask, reply);
-    s = link->send(encode_reply(guesses), comm::RowsOut::none());
+    s = send_reply(guesses);
     if (!s.ok()) log::error("drafter: guessing past round {}: {}", guesses.round, s.error().message());
   }
 }
@@ -165,6 +166,15 @@ Status DrafterRunner::run(const DraftAsk& ask, const comm::Packet& p, DraftReply
     ++k;
   }
   return ok_status();
+}
+
+uint64_t DrafterRunner::device_to_host_total() const {
+  return backends::device_to_host_bytes(*backend_).value_or(0) + link_->stats().rows_to_host_bytes;
+}
+
+Status DrafterRunner::send_reply(DraftReply& reply) {
+  reply.device_to_host_total = device_to_host_total();
+  return link_->send(encode_reply(reply), comm::RowsOut::none());
 }
 
 Status DrafterRunner::take_rows(const comm::Packet& p, uint32_t at, const DraftEntry& e, spec::Request& m) {

@@ -45,6 +45,11 @@ class DrafterRunner final : public RankRunner {
   ContextMessage hand_over(const comm::Packet& p, std::vector<float>& rows);
   // The slot holds no request from here on.
   void forget(uint32_t slot);
+  // DraftReply::device_to_host_total: the backend's copies to the host and the link's received rows staged
+  // there, since the rank started.
+  uint64_t device_to_host_total() const;
+  // Sends a reply with the running device-to-host total.
+  Status send_reply(DraftReply& reply);
   // The guesses of the next round (gen_messages.h Guess) for the entries of `ask` that want them, after
   // `drafts` answered it: none where the entry verifies no drafts, has no tap row yet or no room left.
   DraftReply guess(const DraftAsk& ask, const DraftReply& drafts);

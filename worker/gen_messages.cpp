@@ -149,6 +149,7 @@ std::vector<uint8_t> encode_reply(const DraftReply& reply) {
   w.u32(reply.slots_used);
   w.u64(reply.settle_us);
   w.u64(reply.draft_us);
+  w.u64(reply.device_to_host_total);
   return std::move(w.bytes());
 }
 
@@ -261,6 +262,7 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32
   reply.slots_used = r.u32("slots_used");
   reply.settle_us = r.u64("settle_us");
   reply.draft_us = r.u64("draft_us");
+  reply.device_to_host_total = r.u64("device_to_host_total");
   if (r.failed()) return malformed_frame("draft reply", peer, bytes.size(), r.error());
   if (r.left() != 0) {
     return malformed_frame("draft reply", peer, bytes.size(), fmt::format("{} bytes past the end", r.left()));

@@ -70,6 +70,10 @@ struct DraftReply {
   // probabilities (8 bytes an id) or only its (id, q) pairs where q is not +0.0 (12 bytes a pair); the
   // target rebuilds the same ids and bits.
   std::vector<std::vector<ir::Distribution>> proposals;
+  // Bytes the drafter rank has copied from its GPU to the host since it started (its backend's copies and
+  // its link's received rows): a running total, so the target counts the difference even across replies it
+  // does not read (a settling ask's). 0 on the CPU backend.
+  uint64_t device_to_host_total = 0;
 };
 
 std::vector<uint8_t> encode_ask(const DraftAsk& ask);

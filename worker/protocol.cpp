@@ -63,6 +63,7 @@ void write_round_done(WireWriter& w, const RoundDone& d) {
     w.u32(r.slots_used);
     w.u64(r.settle_us);
     w.u64(r.draft_us);
+    w.u64(r.device_to_host_bytes);
   }
   w.u32(d.handoffs);
   w.u64(d.device_to_host_bytes);
@@ -134,12 +135,13 @@ RoundDone read_round_done(WireReader& r) {
   d.bytes_received = r.u64("bytes_received");
   d.guesses = r.u32("guesses");
   d.guesses_used = r.u32("guesses_used");
-  d.drafters.resize(entries(r, "drafters", 24));
+  d.drafters.resize(entries(r, "drafters", 32));
   for (DrafterReport& p : d.drafters) {
     p.rank = r.i32("drafters.rank");
     p.slots_used = r.u32("drafters.slots_used");
     p.settle_us = r.u64("drafters.settle_us");
     p.draft_us = r.u64("drafters.draft_us");
+    p.device_to_host_bytes = r.u64("drafters.device_to_host_bytes");
   }
   d.handoffs = r.u32("handoffs");
   d.device_to_host_bytes = r.u64("device_to_host_bytes");

@@ -112,6 +112,7 @@ struct DrafterReport {
   uint32_t slots_used = 0;  // context slots holding a request
   uint64_t settle_us = 0;
   uint64_t draft_us = 0;
+  uint64_t device_to_host_bytes = 0;  // what the drafter rank copied from its GPU to the host since its last report
 };
 struct RoundDone {
   uint64_t round = 0;

@@ -97,11 +97,18 @@ Status RemoteDrafting::draft(std::span<spec::Request* const> requests, std::span
       if (k < reply->proposals.size()) d.proposals = std::move(reply->proposals[k]);
       TANDEM_TRY(check_proposals(*requests[idx[k]], d, rank, k));
     }
-    done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
+    done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us, d2h_since_report(rank)});
   }
   done.wait_us += us_since(t_wait);
   count_bytes(done);
   return ok_status();
+}
+
+uint64_t RemoteDrafting::d2h_since_report(int rank) {
+  const uint64_t total = d2h_total_[rank];
+  const uint64_t since = total - std::min(total, d2h_reported_[rank]);
+  d2h_reported_[rank] = total;
+  return since;
 }
 
 void RemoteDrafting::count_bytes(RoundDone& done) {
@@ -183,7 +190,7 @@ Status RemoteDrafting::collect(uint64_t round, RoundDone& done) {
         continue;
       }
       asked.draft_pending = false;
-      done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us});
+      done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us, d2h_since_report(rank)});
     }
     if (!asked.wants_guesses) continue;
     auto reply = await(link, round, true);
@@ -268,6 +275,9 @@ Result<DraftReply> RemoteDrafting::await(comm::Link& link, uint64_t round, bool 
     }
     if (is_context_message(p->header)) continue;  // a hand-over's answer that came after its deadline
     TANDEM_ASSIGN(DraftReply reply, decode_reply(p->header, link.peer(), vocab_));
+    // Every reply, also one skipped here (a settling ask's), carries the drafter's running total.
+    uint64_t& total = d2h_total_[link.peer()];
+    total = std::max(total, reply.device_to_host_total);
     if (reply.round == round && reply.guess == guess) return reply;
     if (reply.round == round && guess) continue;
     if (reply.round == round) {

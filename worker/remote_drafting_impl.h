@@ -70,6 +70,8 @@ class RemoteDrafting final : public Drafting {
   Status send_settle(int rank, std::span<spec::Request* const> group, bool device);
   // The data plane's bytes since the last count, into `done`.
   void count_bytes(RoundDone& done);
+  // What drafter `rank` copied from its GPU to the host since its last DrafterReport.
+  uint64_t d2h_since_report(int rank);
   // The reply (drafts, or with `guess` the guesses) to `round`, skipping replies to earlier rounds (a
   // round that failed before reading them) and, for the guesses, the round's draft reply.
   Result<DraftReply> await(comm::Link& link, uint64_t round, bool guess);
@@ -83,6 +85,9 @@ class RemoteDrafting final : public Drafting {
   std::vector<float> rows_;
   std::vector<ir::DeviceRows> pieces_;
   std::map<int, comm::LinkStats> seen_;
+  // Drafter ranks' running device-to-host totals (DraftReply::device_to_host_total) as last read, and as
+  // last reported in a DrafterReport.
+  std::map<int, uint64_t> d2h_total_, d2h_reported_;
   bool overlap_;
   std::map<int, Asked> asked_;          // this round's asks, by drafter rank
   std::map<uint32_t, std::vector<Guess>> guesses_;  // by slot: the next round's guesses

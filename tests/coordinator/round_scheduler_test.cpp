@@ -184,6 +184,7 @@ TEST(RoundScheduler, CancelFreesTheDrafterContext) {
   EXPECT_NE(m.find("tandem_gen_round_seconds_total{rank=\"1\",phase=\"verify\"}"), std::string::npos) << m;
   // The CPU backend has no device: nothing is copied to a host (cuda_served_round_test counts the GPU's).
   EXPECT_NE(m.find("tandem_gen_device_to_host_bytes_total{rank=\"1\"} 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("tandem_gen_drafter_device_to_host_bytes_total{rank=\"1\"} 0\n"), std::string::npos) << m;
 }
 
 TEST(RoundScheduler, TwoDraftersShareTheirTarget) {

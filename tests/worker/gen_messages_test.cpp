@@ -89,7 +89,7 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
   EXPECT_EQ(rel->round, 0u);
   EXPECT_EQ(rel->releases, (std::vector<uint32_t>{4, 1}));
   EXPECT_TRUE(rel->entries.empty());
-  DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20, false, {}, {}};
+  DraftReply r{41, {{1, 2, 3, 4, 5, 6, 7}, {}}, 3, 10, 20, false, {}, {}, (uint64_t{1} << 40) + 5};
   auto rb = decode_reply(encode_reply(r), 2, kVocab);
   ASSERT_TRUE(rb.ok()) << rb.error().message();
   EXPECT_EQ(rb->round, 41u);
@@ -97,6 +97,7 @@ TEST(GenMessages, AskAndReplyRoundTrip) {
   EXPECT_EQ(rb->slots_used, 3u);
   EXPECT_EQ(rb->settle_us, 10u);
   EXPECT_EQ(rb->draft_us, 20u);
+  EXPECT_EQ(rb->device_to_host_total, (uint64_t{1} << 40) + 5);
   EXPECT_FALSE(rb->guess);
   auto gb = decode_reply(encode_reply(sample_guesses()), 2, kVocab);
   ASSERT_TRUE(gb.ok()) << gb.error().message();
@@ -136,16 +137,16 @@ TEST(GenMessages, MalformedAsksAreRefused) {
   auto guesses = encode_reply(sample_guesses());
   guesses[13] = 0xff;  // the first entry's guess count
   expect_error(decode_reply(guesses, 4, kVocab),
-               "malformed draft reply from rank 4 (73 bytes): guesses: 255 guesses exceed the 56 bytes left");
+               "malformed draft reply from rank 4 (81 bytes): guesses: 255 guesses exceed the 64 bytes left");
   expect_error(decode_ask(encode_reply(DraftReply{}), 0, 3),
-               "malformed draft ask from rank 3 (33 bytes): kind 2 is not an ask");
+               "malformed draft ask from rank 3 (41 bytes): kind 2 is not an ask");
   auto reply = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, false, {}, {}});
   reply[9] = 0xff;  // the drafts count
   expect_error(decode_reply(reply, 4, kVocab),
-               "malformed draft reply from rank 4 (49 bytes): drafts: 255 entries exceed the 36 bytes left");
+               "malformed draft reply from rank 4 (57 bytes): drafts: 255 entries exceed the 44 bytes left");
   auto longer = encode_reply(DraftReply{5, {{1, 2}}, 0, 0, 0, false, {}, {}});
   longer.push_back(0);
-  expect_error(decode_reply(longer, 4, kVocab), "malformed draft reply from rank 4 (50 bytes): 1 bytes past the end");
+  expect_error(decode_reply(longer, 4, kVocab), "malformed draft reply from rank 4 (58 bytes): 1 bytes past the end");
 }
 
 // Rejection sampling: each draft token's proposal q travels with it, its f64 probabilities exactly.
@@ -195,8 +196,8 @@ void expect_same_q(const ir::Distribution& got, const ir::Distribution& want) {
 }
 
 // The reply's bytes beside its one proposal: kind, round, entry count, the draft, the proposal count,
-// slots_used, settle_us, draft_us.
-constexpr size_t kAround = 1 + 8 + 4 + (4 + 4) + 4 + 4 + 8 + 8;
+// slots_used, settle_us, draft_us, device_to_host_total.
+constexpr size_t kAround = 1 + 8 + 4 + (4 + 4) + 4 + 4 + 8 + 8 + 8;
 
 TEST(GenMessages, ProposalsTakeTheirSmallestExactForm) {
   // A q over the whole vocabulary, every id with mass: the probabilities alone (8 bytes an id, not 12).
@@ -237,36 +238,36 @@ TEST(GenMessages, ProposalFormsPastTheVocabularyAreRefused) {
   ir::Distribution few = over_vocab(12);
   few.probs[3] = 1.0;
   expect_error(decode_reply(encode_reply(reply_with_q(few)), 4, 11),
-               "malformed draft reply from rank 4 (70 bytes): drafts[0].proposals[0].range: 12 ids (the vocabulary "
+               "malformed draft reply from rank 4 (78 bytes): drafts[0].proposals[0].range: 12 ids (the vocabulary "
                "has 11)");
   ir::Distribution dense = over_vocab(12);
   dense.probs.assign(12, 1.0 / 12);
   expect_error(decode_reply(encode_reply(reply_with_q(dense)), 4, 11),
-               "malformed draft reply from rank 4 (146 bytes): drafts[0].proposals[0].probs: a dense proposal over 12 "
+               "malformed draft reply from rank 4 (154 bytes): drafts[0].proposals[0].probs: a dense proposal over 12 "
                "ids (the vocabulary has 11)");
   auto bad_form = encode_reply(reply_with_q(few));
   bad_form[1 + 8 + 4 + 8 + 4] = 7;
   expect_error(decode_reply(bad_form, 4, 12),
-               "malformed draft reply from rank 4 (70 bytes): drafts[0].proposals[0].form: 7 is not a proposal form");
+               "malformed draft reply from rank 4 (78 bytes): drafts[0].proposals[0].form: 7 is not a proposal form");
 }
 
 TEST(GenMessages, MalformedProposalsAreRefusedNamingTheField) {
   DraftReply short_q = reply_with_proposals();
   short_q.proposals[0].pop_back();
   expect_error(decode_reply(encode_reply(short_q), 4, kVocab),
-               "malformed draft reply from rank 4 (102 bytes): drafts[0].proposals: 1 proposals for 2 draft tokens");
+               "malformed draft reply from rank 4 (110 bytes): drafts[0].proposals: 1 proposals for 2 draft tokens");
   DraftReply uneven = reply_with_proposals();
   uneven.proposals[0][1].probs = {0.5, 0.5};
   expect_error(decode_reply(encode_reply(uneven), 4, kVocab),
-               "malformed draft reply from rank 4 (131 bytes): drafts[0].proposals[1].probs: 2 probabilities for 1 "
+               "malformed draft reply from rank 4 (139 bytes): drafts[0].proposals[1].probs: 2 probabilities for 1 "
                "ids");
   DraftReply empty = reply_with_proposals();
   empty.proposals[0][1] = {};
   expect_error(decode_reply(encode_reply(empty), 4, kVocab),
-               "malformed draft reply from rank 4 (111 bytes): drafts[0].proposals[1].probs: 0 probabilities for 0 "
+               "malformed draft reply from rank 4 (119 bytes): drafts[0].proposals[1].probs: 0 probabilities for 0 "
                "ids");
   auto cut = encode_reply(reply_with_proposals());
-  cut.resize(cut.size() - 40);
+  cut.resize(cut.size() - 48);  // past the reply's fixed tail (slots_used .. device_to_host_total)
   expect_error(decode_reply(cut, 4, kVocab),
                "malformed draft reply from rank 4 (83 bytes): truncated at drafts.proposals.probs");
 }

@@ -129,7 +129,7 @@ RoundDone sample_round_done() {
   d.bytes_received = 99;
   d.guesses = 12;
   d.guesses_used = 5;
-  d.drafters = {{2, 3, 50, 60}};
+  d.drafters = {{2, 3, 50, 60, (uint64_t{1} << 33) + 9}};
   d.handoffs = 4;
   d.device_to_host_bytes = (uint64_t{1} << 40) + 3;
   return d;
@@ -173,6 +173,7 @@ TEST(Protocol, GenerationMessagesRoundTrip) {
   ASSERT_EQ(done.drafters.size(), 1u);
   EXPECT_EQ(done.drafters[0].rank, 2);
   EXPECT_EQ(done.drafters[0].draft_us, 60u);
+  EXPECT_EQ(done.drafters[0].device_to_host_bytes, (uint64_t{1} << 33) + 9);
   EXPECT_EQ(done.handoffs, 4u);
   EXPECT_EQ(done.device_to_host_bytes, (uint64_t{1} << 40) + 3);
   auto lost = round_trip<PeerLost>(PeerLost{3, "no heartbeat for 1600 ms"}, Tag::kCommand);

@@ -104,7 +104,7 @@ TEST(RemoteDrafting, ASparseProposalCrossesAsItsPairs) {
   // The reply without its q (kind, round, entries, the drafts, the q count, the trailer), then per q
   // its form, range, two ids and two probabilities.
   const size_t frame = encode_reply(reply).size();
-  EXPECT_EQ(frame, (1 + 8 + 4 + (4 + 8) + 4 + 4 + 8 + 8) + 2 * (1 + 4 + (4 + 8) + (4 + 16)));
+  EXPECT_EQ(frame, (1 + 8 + 4 + (4 + 8) + 4 + 4 + 8 + 8 + 8) + 2 * (1 + 4 + (4 + 8) + (4 + 16)));
   EXPECT_GE(done.bytes_received, frame);
   EXPECT_LT(done.bytes_received, frame + 64);  // the link's framing only
 }
@@ -147,6 +147,35 @@ TEST(RemoteDrafting, GreedyAndMatchDraftsCarryNoProposals) {
   EXPECT_EQ(s.error().message(),
             "drafter rank 2: slot 1: drafts[0].proposals: 2 proposals for 2 draft tokens (verify: match, temperature "
             "0.8)");
+}
+
+// A drafter rank's replies carry its running device-to-host total; the target reports the difference since
+// its last report, also counting a reply it skips (a settling ask's, round 0) read on the way.
+TEST(RemoteDrafting, DrafterReportsCarryTheDeviceToHostBytesSinceTheLastReport) {
+  Pair p = make_pair_for(spec::VerifyMode::kMatch);
+  spec::Request r = sampled_request(1, 0.0f);
+  std::vector<spec::Draft> out;
+  DraftReply first = reply_with({});
+  first.device_to_host_total = 1000;
+  RoundDone done;
+  Status s = draft_with(p, r, first, out, &done);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  ASSERT_EQ(done.drafters.size(), 1u);
+  EXPECT_EQ(done.drafters[0].device_to_host_bytes, 1000u);
+  // A skipped settling reply (round 0) with a later total, then round 8's reply with the latest.
+  DraftReply settled{0, {}, 1, 0, 0, false, {}, {}, 1300};
+  ASSERT_TRUE(p.drafter->send(encode_reply(settled), comm::RowsOut::none()).ok());
+  DraftReply second = reply_with({});
+  second.round = 8;
+  second.device_to_host_total = 1250;  // older than the skipped one's: totals only grow, the larger counts
+  ASSERT_TRUE(p.drafter->send(encode_reply(second), comm::RowsOut::none()).ok());
+  std::vector<spec::Request*> requests = {&r};
+  const std::vector<int> drafters = {2};
+  RoundDone next;
+  s = p.drafting->draft(requests, drafters, kBlock, 8, out, next);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  ASSERT_EQ(next.drafters.size(), 1u);
+  EXPECT_EQ(next.drafters[0].device_to_host_bytes, 300u);
 }
 
 // Right after a target run the pending tap rows go to the drafter at once (settle_now), as settling asks
