@@ -38,8 +38,8 @@ std::pair<std::unique_ptr<HostPipe>, std::unique_ptr<HostPipe>> make_local_pipes
 
 // Rows to send with a header: host rows, or rows [first, first + count) of a device output of
 // `backend`, or several device row sets of `backend` one after another (pieces: each request's rows of
-// one run). A host link fetches device rows; an NCCL link sends f32 rows from the device and fetches
-// 16-bit ones, which it sends as f32.
+// one run). A host link fetches device rows (as f32); an NCCL link sends device rows device to device in
+// their own storage (f32, f16 or bf16; all of one message must share it). Host rows are f32.
 struct RowsOut {
   uint32_t width = 0;
   std::span<const float> host;              // rows × width
@@ -79,8 +79,9 @@ struct RowsOut {
   Result<std::vector<ir::DeviceRows>> device_parts() const;
 };
 
-// A received message: its header and its rows, on the host (data), or where an NCCL link received them
-// (device, after Link::receive_to_device: f32 rows owned by that backend, valid until the next recv).
+// A received message: its header and its rows, on the host (data, always f32: 16-bit rows are widened on
+// receipt), or where an NCCL link received them (device, after Link::receive_to_device: rows in the
+// storage they were sent in, owned by that backend, valid until the next recv).
 struct Packet {
   std::vector<uint8_t> header;
   uint32_t rows = 0;
@@ -119,16 +120,31 @@ class Link {
 std::unique_ptr<Link> make_host_link(std::unique_ptr<HostPipe> pipe);
 
 // The frame a link puts on its pipe: u32 magic "TDL1" | u16 version | u16 flags | u32 header bytes |
-// header | u32 rows | u32 width | rows × width f32 (absent with kRowsElsewhere). decode_frame checks
-// every length against the bytes there.
+// header | u32 rows | u32 width | rows × width elements of the rows' storage (absent with
+// kRowsElsewhere). The storage rides in flags bits 8-9 (kRowsStorageMask: 0 f32, 1 f16, 2 bf16, as
+// ir::Storage; u32 is refused), so an f32 frame is the same bytes as before 16-bit rows existed and a
+// build that predates them refuses a 16-bit frame as "unknown flags". decode_frame checks every length
+// against the bytes there and the storage's element size, and widens inline 16-bit rows to f32.
 inline constexpr uint32_t kLinkMagic = 0x314C4454;  // "TDL1" read as little-endian bytes
 inline constexpr uint16_t kLinkVersion = 1;
 inline constexpr uint16_t kRowsElsewhere = 1;  // the rows follow on another channel (NCCL)
+inline constexpr uint16_t kRowsStorageShift = 8;
+inline constexpr uint16_t kRowsStorageMask = 0x3 << kRowsStorageShift;
+// `flags` holds kRowsElsewhere or not; the storage bits come from `storage`. Inline rows (`data`, without
+// kRowsElsewhere) are rows × width elements of `storage`, raw bytes.
 std::vector<uint8_t> encode_frame(std::span<const uint8_t> header, uint32_t rows, uint32_t width,
-                                  std::span<const float> data, uint16_t flags);
+                                  std::span<const uint8_t> data, ir::Storage storage, uint16_t flags);
+// Inline f32 rows.
+inline std::vector<uint8_t> encode_frame(std::span<const uint8_t> header, uint32_t rows, uint32_t width,
+                                         std::span<const float> data, uint16_t flags) {
+  return encode_frame(header, rows, width,
+                      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size_bytes()),
+                      ir::Storage::kF32, flags);
+}
 struct Frame {
-  uint16_t flags = 0;
-  Packet packet;  // data empty with kRowsElsewhere
+  uint16_t flags = 0;                        // without the storage bits
+  ir::Storage storage = ir::Storage::kF32;   // of the rows, inline or elsewhere
+  Packet packet;  // data empty with kRowsElsewhere; inline rows widened to f32
 };
 Result<Frame> decode_frame(std::span<const uint8_t> bytes, int peer);
 

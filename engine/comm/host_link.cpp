@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/comm/comm.h"
+#include "engine/core/dtype.h"
 #include "engine/core/wire.h"
 
 namespace tandem::comm {
@@ -45,20 +46,19 @@ Result<std::vector<ir::DeviceRows>> RowsOut::device_parts() const {
 }
 
 std::vector<uint8_t> encode_frame(std::span<const uint8_t> header, uint32_t rows, uint32_t width,
-                                  std::span<const float> data, uint16_t flags) {
+                                  std::span<const uint8_t> data, ir::Storage storage, uint16_t flags) {
   WireWriter w;
   w.u32(kLinkMagic);
   w.u16(kLinkVersion);
-  w.u16(flags);
+  w.u16(static_cast<uint16_t>((flags & ~kRowsStorageMask) |
+                              (static_cast<uint16_t>(storage) << kRowsStorageShift & kRowsStorageMask)));
   w.u8s(header);
   w.u32(rows);
   w.u32(width);
   std::vector<uint8_t>& out = w.bytes();
   if ((flags & kRowsElsewhere) == 0 && !data.empty()) {
-    const size_t at = out.size();
-    out.resize(at + data.size() * sizeof(float));
     // Little-endian hosts only (x86-64, aarch64), as every rank of a job is.
-    std::memcpy(out.data() + at, data.data(), data.size() * sizeof(float));
+    out.insert(out.end(), data.begin(), data.end());
   }
   return std::move(out);
 }
@@ -79,17 +79,27 @@ Result<Frame> decode_frame(std::span<const uint8_t> bytes, int peer) {
   if (r.failed()) return bad(r.error());
   if (magic != kLinkMagic) return bad(fmt::format("magic {:#010x} is not {:#010x}", magic, kLinkMagic));
   if (version != kLinkVersion) return bad(fmt::format("version {} is not this build's {}", version, kLinkVersion));
-  if ((f.flags & ~kRowsElsewhere) != 0) return bad(fmt::format("unknown flags {:#x}", f.flags));
+  if ((f.flags & ~(kRowsElsewhere | kRowsStorageMask)) != 0) return bad(fmt::format("unknown flags {:#x}", f.flags));
+  f.storage = static_cast<ir::Storage>((f.flags & kRowsStorageMask) >> kRowsStorageShift);
+  f.flags &= static_cast<uint16_t>(~kRowsStorageMask);
+  if (f.storage == ir::Storage::kU32) return bad("rows stored as u32 ids; a link carries f32, f16 or bf16 rows");
   const uint64_t values = uint64_t{f.packet.rows} * f.packet.width;
-  const uint64_t want = (f.flags & kRowsElsewhere) ? 0 : values * sizeof(float);
+  const uint64_t want = (f.flags & kRowsElsewhere) ? 0 : values * ir::storage_bytes(f.storage);
   if (r.left() != want) {
-    return bad(fmt::format("{} rows of width {} need {} bytes after the header, the frame has {}", f.packet.rows,
-                           f.packet.width, want, r.left()));
+    // f32 rows unnamed, as frames said before 16-bit rows existed.
+    const std::string kind = f.storage == ir::Storage::kF32 ? "" : fmt::format("{} ", ir::to_string(f.storage));
+    return bad(fmt::format("{} {}rows of width {} need {} bytes after the header, the frame has {}", f.packet.rows,
+                           kind, f.packet.width, want, r.left()));
   }
   if (want > 0) {
     f.packet.data.resize(values);
-    // INVARIANT: exactly `want` bytes remain (checked above), the size of data.
-    std::memcpy(f.packet.data.data(), bytes.data() + (bytes.size() - want), want);
+    // INVARIANT: exactly `want` bytes remain (checked above): `values` elements of the storage.
+    const uint8_t* at = bytes.data() + (bytes.size() - want);
+    if (f.storage == ir::Storage::kF32) {
+      std::memcpy(f.packet.data.data(), at, want);
+    } else {
+      convert_to_f32(f.storage == ir::Storage::kF16 ? DType::kF16 : DType::kBF16, at, values, f.packet.data.data());
+    }
   }
   return f;
 }

@@ -1,5 +1,6 @@
 // make_nccl_link (nccl_link.h): the unique id exchange and non-blocking communicator start-up with a
-// deadline, then messages as a header frame on the pipe (kRowsElsewhere) followed by f32 rows over NCCL.
+// deadline, then messages as a header frame on the pipe (kRowsElsewhere, with the rows' storage) followed
+// by the rows over NCCL in that storage (f32, f16 or bf16): 16-bit device rows never cross a host.
 // Receives poll their completion so that a lost peer (the pipe says so) or a timeout aborts, never hangs.
 #include "engine/comm/nccl_link.h"
 
@@ -14,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/dtype.h"
 #include "engine/core/wire.h"
 
 namespace tandem::comm {
@@ -21,6 +23,16 @@ namespace {
 
 constexpr uint32_t kIdMagic = 0x49444E54;  // "TNDI": the NCCL unique ids, the first message on the pipe
 constexpr auto kPoll = std::chrono::microseconds(200);
+
+ncclDataType_t nccl_type(ir::Storage s) {
+  switch (s) {
+    case ir::Storage::kF16: return ncclFloat16;
+    case ir::Storage::kBF16: return ncclBfloat16;
+    case ir::Storage::kF32:
+    case ir::Storage::kU32: break;
+  }
+  return ncclFloat32;
+}
 
 std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
   const char* last = comm != nullptr ? ncclGetLastError(comm) : nullptr;
@@ -113,8 +125,6 @@ class NcclLinkImpl final : public NcclLink {
   Buffer received_;  // device
   Buffer staged_;    // pinned host copy of received_ (unused once rows stay on the device)
   ir::Backend* device_owner_ = nullptr;  // receive_to_device: received rows stay in received_, as its rows
-  ir::Tensor2 piece_;             // one 16-bit device row set, widened to f32 on the host
-  std::vector<float> fetched_;    // every such set of a message
   std::deque<std::vector<uint8_t>> early_;  // pipe messages read while waiting for rows
   bool aborted_ = false;
   uint64_t sent_ = 0;
@@ -319,38 +329,34 @@ Status NcclLinkImpl::send(std::span<const uint8_t> header, const RowsOut& rows) 
   const uint32_t n = rows.rows();
   const size_t values = size_t{n} * rows.width;
   std::vector<ir::DeviceRows> parts;
-  std::span<const float> host = rows.host;
+  ir::Storage storage = ir::Storage::kF32;  // host rows are f32
   if (rows.on_device()) {
     auto got = rows.device_parts();
     if (!got.ok()) return std::move(got).error().context(where());
     parts = std::move(got).value();
-    const bool f32 = std::all_of(parts.begin(), parts.end(),
-                                 [](const ir::DeviceRows& d) { return d.storage == ir::Storage::kF32; });
-    if (!f32) {
-      // The rows travel as f32: 16-bit ones widen on the host (the backend's fetch) and go from there.
-      if (rows.backend == nullptr) {
-        return Error::make(ErrorKind::kInternal, "{}: 16-bit device rows to send without their backend", where());
+    // One message has one storage on the wire, so the receiver can read it as one row set.
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].storage == ir::Storage::kU32) {
+        return Error::make(ErrorKind::kUnsupported,
+                           "{}: device piece {} holds u32 ids; the link sends f32, f16 or bf16 rows", where(), i);
       }
-      fetched_.clear();
-      for (const ir::DeviceRows& d : parts) {
-        if (d.storage == ir::Storage::kU32) {
-          return Error::make(ErrorKind::kUnsupported, "{}: device rows are u32 ids; the link sends f32 rows", where());
-        }
-        piece_.data.clear();
-        TANDEM_TRY(rows.backend->fetch(d, 0, d.rows, piece_));
-        fetched_.insert(fetched_.end(), piece_.data.begin(), piece_.data.end());
+      if (parts[i].storage != parts[0].storage) {
+        return Error::make(ErrorKind::kInvalidArgument,
+                           "{}: one message mixes device rows of storage {} (piece 0) and {} (piece {}); all rows "
+                           "of a message must share one storage",
+                           where(), ir::to_string(parts[0].storage), ir::to_string(parts[i].storage), i);
       }
-      host = fetched_;
-      parts.clear();
     }
-  }
-  if (parts.empty() && host.size() != values) {
-    return Error::make(ErrorKind::kInternal, "{}: {} values for {} rows of width {}", where(), host.size(), n,
+    if (!parts.empty()) storage = parts[0].storage;
+  } else if (rows.host.size() != values) {
+    return Error::make(ErrorKind::kInternal, "{}: {} values for {} rows of width {}", where(), rows.host.size(), n,
                        rows.width);
   }
+  const size_t elem = ir::storage_bytes(storage);
   const uint64_t message = sent_;
-  std::vector<uint8_t> frame = encode_frame(header, n, rows.width, {}, values > 0 ? kRowsElsewhere : 0);
-  stats_.bytes_sent += frame.size() + values * sizeof(float);
+  std::vector<uint8_t> frame =
+      encode_frame(header, n, rows.width, std::span<const uint8_t>(), storage, values > 0 ? kRowsElsewhere : 0);
+  stats_.bytes_sent += frame.size() + values * elem;
   stats_.messages_sent += 1;
   sent_ += 1;
   if (values == 0) return pipe_->send(std::move(frame));
@@ -358,16 +364,17 @@ Status NcclLinkImpl::send(std::span<const uint8_t> header, const RowsOut& rows) 
   SendSlot& slot = slots_[message % kSendSlots];
   if (cudaError_t e = cudaSetDevice(options_.device); e != cudaSuccess) return device_error(e, "cudaSetDevice");
   TANDEM_TRY(wait_slot(slot, message));
-  TANDEM_TRY(slot.buffer.reserve(values * sizeof(float), "a send slot of the NCCL link"));
-  const size_t row_bytes = size_t{rows.width} * sizeof(float);
+  TANDEM_TRY(slot.buffer.reserve(values * elem, "a send slot of the NCCL link"));
+  const size_t row_bytes = size_t{rows.width} * elem;
   cudaError_t e = cudaSuccess;
-  if (parts.empty()) {
-    e = cudaMemcpyAsync(slot.buffer.data, host.data(), values * sizeof(float), cudaMemcpyHostToDevice, copy_stream_);
+  if (!rows.on_device()) {
+    e = cudaMemcpyAsync(slot.buffer.data, rows.host.data(), values * sizeof(float), cudaMemcpyHostToDevice,
+                        copy_stream_);
   }
   auto* to = static_cast<uint8_t*>(slot.buffer.data);
   for (const ir::DeviceRows& d : parts) {
     if (d.rows == 0 || e != cudaSuccess) continue;
-    e = cudaMemcpy2DAsync(to, row_bytes, d.data, size_t{d.stride} * sizeof(float), row_bytes, d.rows,
+    e = cudaMemcpy2DAsync(to, row_bytes, d.data, size_t{d.stride} * elem, row_bytes, d.rows,
                           cudaMemcpyDeviceToDevice, copy_stream_);
     to += size_t{d.rows} * row_bytes;
   }
@@ -379,11 +386,11 @@ Status NcclLinkImpl::send(std::span<const uint8_t> header, const RowsOut& rows) 
     return Error::make(ErrorKind::kCancelled, "{}: aborted after the header of message {} (fault injection)", where(),
                        message);
   }
-  const ncclResult_t r = settle(ncclSend(slot.buffer.data, values, ncclFloat32, nccl_peer_, send_comm_, send_stream_),
-                                send_comm_);
+  const ncclResult_t r = settle(
+      ncclSend(slot.buffer.data, values, nccl_type(storage), nccl_peer_, send_comm_, send_stream_), send_comm_);
   if (r != ncclSuccess) {
-    Status st = Error::make(ErrorKind::kDevice, "{}: ncclSend of message {} ({} rows of width {}): {}", where(),
-                            message, n, rows.width, nccl_text(r, send_comm_));
+    Status st = Error::make(ErrorKind::kDevice, "{}: ncclSend of message {} ({} {} rows of width {}): {}", where(),
+                            message, n, ir::to_string(storage), rows.width, nccl_text(r, send_comm_));
     abort();
     return st;
   }
@@ -436,16 +443,18 @@ Result<std::optional<Packet>> NcclLinkImpl::recv(Clock::time_point deadline) {
   }
   received_count_ += 1;
   stats_.messages_received += 1;
-  stats_.bytes_received += bytes.size() + values * sizeof(float);
+  const size_t elem = ir::storage_bytes(f.storage);
+  const size_t row_bytes = values * elem;
+  stats_.bytes_received += bytes.size() + row_bytes;
   if (values == 0) return std::optional<Packet>(std::move(f.packet));
 
   if (cudaError_t e = cudaSetDevice(options_.device); e != cudaSuccess) return device_error(e, "cudaSetDevice");
-  TANDEM_TRY(received_.reserve(values * sizeof(float), "received rows of the NCCL link"));
+  TANDEM_TRY(received_.reserve(row_bytes, "received rows of the NCCL link"));
   if (device_owner_ == nullptr) {
-    TANDEM_TRY(staged_.reserve(values * sizeof(float), "received rows of the NCCL link (host)"));
+    TANDEM_TRY(staged_.reserve(row_bytes, "received rows of the NCCL link (host)"));
   }
-  const ncclResult_t r = settle(ncclRecv(received_.data, values, ncclFloat32, nccl_peer_, recv_comm_, recv_stream_),
-                                recv_comm_);
+  const ncclResult_t r = settle(
+      ncclRecv(received_.data, values, nccl_type(f.storage), nccl_peer_, recv_comm_, recv_stream_), recv_comm_);
   if (r != ncclSuccess) {
     Status st = Error::make(r == ncclRemoteError ? ErrorKind::kUnavailable : ErrorKind::kDevice,
                             "{}: message {} ({} rows of width {}) did not arrive: ncclRecv: {}; the link was aborted",
@@ -456,7 +465,7 @@ Result<std::optional<Packet>> NcclLinkImpl::recv(Clock::time_point deadline) {
   cudaError_t e = cudaSuccess;
   if (device_owner_ == nullptr) {
     // A pinned target, so the copy is queued behind the receive and the host thread stays free to poll.
-    e = cudaMemcpyAsync(staged_.data, received_.data, values * sizeof(float), cudaMemcpyDeviceToHost, recv_stream_);
+    e = cudaMemcpyAsync(staged_.data, received_.data, row_bytes, cudaMemcpyDeviceToHost, recv_stream_);
     if (e != cudaSuccess) return device_error(e, "cudaMemcpyAsync");
   }
   if (e = cudaEventRecord(recv_done_, recv_stream_); e != cudaSuccess) return device_error(e, "cudaEventRecord");
@@ -464,13 +473,18 @@ Result<std::optional<Packet>> NcclLinkImpl::recv(Clock::time_point deadline) {
   if (device_owner_ != nullptr) {
     // The receive has finished (polled above), so the owner's stream reads the rows in its own order; its
     // runs synchronize before returning, so the next receive cannot overwrite rows still being read.
-    f.packet.device = {received_.data, f.packet.rows, f.packet.width, f.packet.width, ir::Storage::kF32,
-                       device_owner_};
+    f.packet.device = {received_.data, f.packet.rows, f.packet.width, f.packet.width, f.storage, device_owner_};
     return std::optional<Packet>(std::move(f.packet));
   }
-  stats_.rows_to_host_bytes += values * sizeof(float);
+  // Host packets are f32 whatever the rows travelled as, so every host reader keeps working.
+  stats_.rows_to_host_bytes += row_bytes;
   f.packet.data.resize(values);
-  std::memcpy(f.packet.data.data(), staged_.data, values * sizeof(float));
+  if (f.storage == ir::Storage::kF32) {
+    std::memcpy(f.packet.data.data(), staged_.data, row_bytes);
+  } else {
+    convert_to_f32(f.storage == ir::Storage::kF16 ? DType::kF16 : DType::kBF16, staged_.data, values,
+                   f.packet.data.data());
+  }
   return std::optional<Packet>(std::move(f.packet));
 }
 

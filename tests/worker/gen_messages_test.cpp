@@ -347,5 +347,38 @@ TEST(HostLink, MalformedFramesAreRefused) {
   expect_error(comm::decode_frame(flags, 4), "malformed data-plane frame from rank 4 (37 bytes): unknown flags 0x6");
 }
 
+// The frame carries its rows' storage (flags bits 8-9): inline 16-bit rows decode widened to f32, their
+// length checked at 2 bytes an element; rows elsewhere keep the storage for the link to receive.
+TEST(HostLink, FramesCarryTheRowsStorage) {
+  const std::vector<uint16_t> bits = {0x3f80, 0xc000, 0x7fc1, 0x0001};  // bf16 1, -2, a NaN, a subnormal
+  const auto raw = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bits.data()), bits.size() * 2);
+  auto frame = comm::encode_frame(std::vector<uint8_t>{5}, 2, 2, raw, ir::Storage::kBF16, 0);
+  EXPECT_EQ(frame[7], 2);  // flags, little-endian: bf16 (2) in bits 8-9
+  auto got = comm::decode_frame(frame, 4);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  EXPECT_EQ(got->storage, ir::Storage::kBF16);
+  EXPECT_EQ(got->flags, 0);
+  ASSERT_EQ(got->packet.data.size(), bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(got->packet.data[i]), uint32_t{bits[i]} << 16) << i;
+  }
+  auto short_rows = frame;
+  short_rows.pop_back();
+  expect_error(comm::decode_frame(short_rows, 4),
+               "malformed data-plane frame from rank 4 (28 bytes): 2 bf16 rows of width 2 need 8 bytes after the "
+               "header, the frame has 7");
+  auto elsewhere = comm::decode_frame(comm::encode_frame(std::vector<uint8_t>{}, 3, 4, {}, ir::Storage::kF16,
+                                                         comm::kRowsElsewhere), 4);
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.error().message();
+  EXPECT_EQ(elsewhere->flags, comm::kRowsElsewhere);
+  EXPECT_EQ(elsewhere->storage, ir::Storage::kF16);
+  EXPECT_TRUE(elsewhere->packet.data.empty());
+  auto ids = frame;
+  ids[7] = 3;  // u32
+  expect_error(comm::decode_frame(ids, 4),
+               "malformed data-plane frame from rank 4 (29 bytes): rows stored as u32 ids; a link carries f32, f16 "
+               "or bf16 rows");
+}
+
 }  // namespace
 }  // namespace tandem::worker

@@ -1,7 +1,8 @@
 // The NCCL link (engine/comm/nccl_link.h) between two ranks played by threads of one process: on two
 // GPUs with real NCCL (label gpu; skipped without two devices) and, as comm_nccl_link_test_emu, on the
 // CUDA and NCCL emulators (CI). Rows arrive bit-exact and in order, several messages in flight both
-// ways, left on the receiver's device when it asks (receive_to_device); a peer that never joins or that
+// ways, left on the receiver's device when it asks (receive_to_device); 16-bit device rows travel device
+// to device in their storage (host receivers get them widened to f32); a peer that never joins or that
 // aborts mid-transfer fails the other side with its reason.
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "engine/comm/nccl_link.h"
+#include "engine/core/dtype.h"
 
 namespace tandem::comm {
 namespace {
@@ -203,6 +205,8 @@ class RowsOwner final : public ir::Backend {
   }
   Status run(ir::Plan&, const ir::Batch&, ir::State*, ir::Outputs&) override { return unsupported(); }
   Status fetch(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Tensor2& out) override {
+    fetches += 1;
+    if (rows.storage != ir::Storage::kF32) return Error(ErrorKind::kUnsupported, "a test's rows owner fetches f32");
     out.rows = count;
     out.width = rows.width;
     out.data.resize(size_t{count} * rows.width);
@@ -215,6 +219,7 @@ class RowsOwner final : public ir::Backend {
     }
     return ok_status();
   }
+  int fetches = 0;  // a sender's link that fetched its device rows crossed the host
 
  private:
   static Error unsupported() { return Error(ErrorKind::kUnsupported, "a test's rows owner runs nothing"); }
@@ -342,6 +347,168 @@ TEST(NcclLink, PeerThatAbortsMidTransferFailsTheReceive) {
   auto again = p.target->recv(Clock::now() + 1s);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().message(), "NCCL link rank 0 to rank 1: the link was aborted");
+}
+
+// 16-bit device rows (a BF16/F16 target's taps): `rows` rows of raw element bits, kFirst padding rows
+// before them, kStride apart.
+struct DeviceOutput16 {
+  void* data = nullptr;
+  ir::DeviceRows rows;
+  DeviceOutput16(int device, const std::vector<uint16_t>& packed, uint32_t n, ir::Storage storage) {
+    EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
+    std::vector<uint16_t> host(size_t{kFirst + n + 1} * kStride, 0xBEEF);
+    for (uint32_t r = 0; r < n; ++r) {
+      std::memcpy(&host[(kFirst + r) * kStride], &packed[size_t{r} * kWidth], kWidth * sizeof(uint16_t));
+    }
+    EXPECT_EQ(cudaMalloc(&data, host.size() * sizeof(uint16_t)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(data, host.data(), host.size() * sizeof(uint16_t), cudaMemcpyHostToDevice), cudaSuccess);
+    rows.data = static_cast<const uint16_t*>(data) + size_t{kFirst} * kStride;
+    rows.rows = n;
+    rows.width = kWidth;
+    rows.stride = kStride;
+    rows.storage = storage;
+  }
+  ~DeviceOutput16() { cudaFree(data); }
+  DeviceOutput16(const DeviceOutput16&) = delete;
+  DeviceOutput16& operator=(const DeviceOutput16&) = delete;
+};
+
+// Every 16-bit pattern kind: random bits (NaNs, infinities, subnormals, -0 among them).
+std::vector<uint16_t> message_bits(int seed, uint32_t rows) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::vector<uint16_t> out(size_t{rows} * kWidth);
+  for (uint16_t& x : out) x = static_cast<uint16_t>(rng());
+  return out;
+}
+
+std::vector<uint16_t> device_bits(const ir::DeviceRows& d) {
+  std::vector<uint16_t> out(size_t{d.rows} * d.width);
+  for (uint32_t r = 0; r < d.rows; ++r) {
+    EXPECT_EQ(cudaMemcpy(&out[size_t{r} * d.width], static_cast<const uint16_t*>(d.data) + size_t{r} * d.stride,
+                         d.width * sizeof(uint16_t), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+  }
+  return out;
+}
+
+// A BF16/F16 target's tap rows go device to device in their own storage, in pieces, and arrive as device
+// rows of that storage, bit for bit: the sender never fetched them and the receiver copied nothing to
+// its host.
+TEST(NcclLink, SixteenBitDeviceRowsStayOnTheDevicesInTheirStorage) {
+  REQUIRE_TWO_DEVICES(d);
+  Pair p = connect(options(0, d.target), options(1, d.drafter));
+  ASSERT_TRUE(p.target && p.drafter);
+  RowsOwner sender_backend, owner;
+  p.drafter->receive_to_device(owner);
+  const std::vector<ir::Storage> storages = {ir::Storage::kBF16, ir::Storage::kF16};
+  std::thread sender([&] {
+    ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
+    for (size_t k = 0; k < storages.size(); ++k) {
+      DeviceOutput16 a(d.target, message_bits(10 * static_cast<int>(k), 3), 3, storages[k]);
+      DeviceOutput16 b(d.target, message_bits(10 * static_cast<int>(k) + 1, 4), 4, storages[k]);
+      const std::vector<ir::DeviceRows> pieces = {a.rows, b.rows};
+      auto st = p.target->send(header_of(0, static_cast<int>(k)), RowsOut::of_pieces(pieces, kWidth, sender_backend));
+      ASSERT_TRUE(st.ok()) << st.error().message();
+    }
+    // One of a device output's rows (of_device), past its first.
+    DeviceOutput16 c(d.target, message_bits(99, 5), 5, ir::Storage::kBF16);
+    auto st = p.target->send(header_of(0, 2), RowsOut::of_device(c.rows, 1, 3, sender_backend));
+    ASSERT_TRUE(st.ok()) << st.error().message();
+  });
+  for (int i = 0; i < 3; ++i) {
+    auto got = p.drafter->recv(Clock::now() + 20s);
+    ASSERT_TRUE(got.ok()) << got.error().message();
+    ASSERT_TRUE(got->has_value());
+    const Packet& m = **got;
+    EXPECT_EQ(m.header, header_of(0, i));
+    ASSERT_TRUE(m.on_device());
+    EXPECT_TRUE(m.data.empty());
+    EXPECT_EQ(m.device.owner, &owner);
+    EXPECT_EQ(m.device.storage, i == 1 ? ir::Storage::kF16 : ir::Storage::kBF16) << "message " << i;
+    EXPECT_EQ(m.device.width, kWidth);
+    EXPECT_EQ(m.device.stride, kWidth);
+    std::vector<uint16_t> want;
+    if (i < 2) {
+      want = message_bits(10 * i, 3);
+      const std::vector<uint16_t> b = message_bits(10 * i + 1, 4);
+      want.insert(want.end(), b.begin(), b.end());
+    } else {
+      const std::vector<uint16_t> all = message_bits(99, 5);
+      want.assign(all.begin() + kWidth, all.begin() + 4 * kWidth);
+    }
+    ASSERT_EQ(m.rows, want.size() / kWidth);
+    EXPECT_EQ(m.device.rows, m.rows);
+    EXPECT_EQ(device_bits(m.device), want) << "message " << i << " is not bit-exact";
+  }
+  sender.join();
+  EXPECT_EQ(sender_backend.fetches, 0) << "the sender fetched its device rows to the host";
+  EXPECT_EQ(owner.fetches, 0);
+  EXPECT_EQ(p.drafter->stats().rows_to_host_bytes, 0u);
+  // 16-bit rows are half the bytes of f32 ones on the wire.
+  EXPECT_EQ(p.target->stats().bytes_sent, p.drafter->stats().bytes_received);
+}
+
+// A receiver that did not ask for device rows gets 16-bit rows as host f32, widened exactly.
+TEST(NcclLink, SixteenBitRowsToAHostReceiverArriveAsF32) {
+  REQUIRE_TWO_DEVICES(d);
+  Pair p = connect(options(0, d.target), options(1, d.drafter));
+  ASSERT_TRUE(p.target && p.drafter);
+  RowsOwner sender_backend;
+  const std::vector<uint16_t> bits = message_bits(7, 4);
+  std::thread sender([&] {
+    ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
+    for (ir::Storage s : {ir::Storage::kBF16, ir::Storage::kF16}) {
+      DeviceOutput16 out(d.target, bits, 4, s);
+      auto st = p.target->send(header_of(0, s == ir::Storage::kBF16 ? 0 : 1),
+                               RowsOut::of_device(out.rows, 0, 4, sender_backend));
+      ASSERT_TRUE(st.ok()) << st.error().message();
+    }
+  });
+  for (int i = 0; i < 2; ++i) {
+    auto got = p.drafter->recv(Clock::now() + 20s);
+    ASSERT_TRUE(got.ok()) << got.error().message();
+    ASSERT_TRUE(got->has_value());
+    const Packet& m = **got;
+    EXPECT_EQ(m.header, header_of(0, i));
+    EXPECT_FALSE(m.on_device());
+    ASSERT_EQ(m.rows, 4u);
+    ASSERT_EQ(m.width, kWidth);
+    std::vector<float> want(bits.size());
+    for (size_t k = 0; k < bits.size(); ++k) want[k] = i == 0 ? bf16_to_float(bits[k]) : half_to_float(bits[k]);
+    ASSERT_EQ(m.data.size(), want.size());
+    EXPECT_EQ(std::memcmp(m.data.data(), want.data(), want.size() * sizeof(float)), 0) << "message " << i;
+  }
+  sender.join();
+  EXPECT_EQ(sender_backend.fetches, 0);
+  EXPECT_EQ(p.drafter->stats().rows_to_host_bytes, uint64_t{2} * bits.size() * sizeof(uint16_t));
+}
+
+// One message has one storage on the wire: pieces of two storages are refused before anything is sent.
+TEST(NcclLink, PiecesOfMixedStorageAreRefused) {
+  REQUIRE_TWO_DEVICES(d);
+  Pair p = connect(options(0, d.target), options(1, d.drafter));
+  ASSERT_TRUE(p.target && p.drafter);
+  RowsOwner sender_backend;
+  ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
+  DeviceOutput16 a(d.target, message_bits(1, 2), 2, ir::Storage::kBF16);
+  DeviceOutput16 b(d.target, message_bits(2, 2), 2, ir::Storage::kF16);
+  const std::vector<ir::DeviceRows> pieces = {a.rows, b.rows};
+  auto st = p.target->send(header_of(0, 0), RowsOut::of_pieces(pieces, kWidth, sender_backend));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(st.error().message(),
+            "NCCL link rank 0 to rank 1: one message mixes device rows of storage bf16 (piece 0) and f16 (piece 1); "
+            "all rows of a message must share one storage");
+  EXPECT_EQ(p.target->stats().messages_sent, 0u);
+  // The link still works after the refusal.
+  st = p.target->send(header_of(0, 1), RowsOut::of_pieces(std::span(pieces).first(1), kWidth, sender_backend));
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  ASSERT_EQ(cudaSetDevice(d.drafter), cudaSuccess);
+  auto got = p.drafter->recv(Clock::now() + 20s);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->header, header_of(0, 1));
+  EXPECT_EQ((*got)->rows, 2u);
 }
 
 }  // namespace

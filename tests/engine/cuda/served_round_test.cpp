@@ -40,11 +40,12 @@ config::Deployment cuda_deployment(uint32_t slots, config::Verify verify) {
 
 // `split` (architecture.md "A speculative round, drafter on another GPU"): rank 1 the target, rank 2 its
 // drafter, both CUDA, so an NCCL link joins them (the emulator's one device; devices 0 and 1 on GPUs).
-config::Deployment cuda_split_deployment(uint32_t slots, bool overlap) {
+config::Deployment cuda_split_deployment(uint32_t slots, bool overlap,
+                                         ir::Precision precision = ir::Precision::kF32) {
   config::Deployment d = coordinator::test::deployment(0, slots, 1);
   for (size_t r = 1; r < d.ranks.size(); ++r) {
     d.ranks[r].backend.name = "cuda";
-    d.ranks[r].backend.precision = ir::Precision::kF32;
+    d.ranks[r].backend.precision = precision;
     d.ranks[r].backend.device = emulated() ? 0 : static_cast<int>(r) - 1;
   }
   d.generation.block_size = kBlock;
@@ -68,10 +69,11 @@ std::vector<GenerationRequest> requests(size_t n, uint32_t max_tokens) {
 }
 
 // Each request alone through plain decoding (no drafter) on a CUDA backend like the rank's.
-std::vector<std::vector<uint32_t>> plain_on_cuda(const std::vector<GenerationRequest>& reqs) {
+std::vector<std::vector<uint32_t>> plain_on_cuda(const std::vector<GenerationRequest>& reqs,
+                                                 ir::Precision precision = ir::Precision::kF32) {
   backends::BackendOptions bo;
   bo.name = "cuda";
-  bo.precision = ir::Precision::kF32;
+  bo.precision = precision;
   auto backend = backends::make_backend(bo);
   EXPECT_TRUE(backend.ok()) << backend.error().message();
   if (!backend.ok()) return {};
@@ -108,10 +110,11 @@ Served serve(const config::Deployment& d, const std::vector<GenerationRequest>& 
   return out;
 }
 
-void expect_ids_only(const Served& s) {
+// tap_row_bytes: one tap row as the target's plan stores it (a 16-bit plan's are half of kTapRowBytes).
+void expect_ids_only(const Served& s, uint64_t tap_row_bytes = kTapRowBytes) {
   ASSERT_GT(s.rounds, 0u);
   EXPECT_GT(s.d2h_bytes, 0u) << "the ids come to the host, so the count cannot be 0 on a GPU";
-  EXPECT_LT(s.d2h_bytes, s.rounds * kTapRowBytes)
+  EXPECT_LT(s.d2h_bytes, s.rounds * tap_row_bytes)
       << s.rounds << " rounds copied " << s.d2h_bytes << " bytes: more than one tap row a round crossed";
   EXPECT_NE(s.metrics.find("tandem_gen_device_to_host_bytes_total{rank=\"1\"} " + std::to_string(s.d2h_bytes) + "\n"),
             std::string::npos)
@@ -171,6 +174,23 @@ TEST(ServedRoundOnCuda, SplitTargetAndDrafterKeepTheTapsOffTheHost) {
     EXPECT_GT(got.accepted, 0u) << "no draft was accepted: speculation did not run";
     expect_ids_only(got);
   }
+}
+
+// As production runs it: BF16 target and drafter, whose tap rows stay bf16 on the target's device. The
+// NCCL link sends them device to device as bf16 and the drafter reads them there; before, the link
+// fetched the 16-bit rows to the target's host and sent f32, at least one tap row a round. Output equals
+// plain BF16 decoding token for token.
+TEST(ServedRoundOnCuda, SplitBf16TargetKeepsItsSixteenBitTapsOffTheHost) {
+  TANDEM_REQUIRE_GPU();
+  if (!emulated() && device_count() < 2) GTEST_SKIP() << "split ranks need 2 CUDA devices, this machine has " << device_count();
+  auto reqs = requests(2, emulated() ? 10 : 32);
+  const auto want = plain_on_cuda(reqs, ir::Precision::kBF16);
+  ASSERT_EQ(want.size(), reqs.size());
+  const Served got = serve(cuda_split_deployment(2, false, ir::Precision::kBF16), reqs);
+  ASSERT_EQ(got.tokens.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i], want[i]) << "request " << i;
+  EXPECT_GT(got.accepted, 0u) << "no draft was accepted: speculation did not run";
+  expect_ids_only(got, kTapRowBytes / 2);
 }
 
 }  // namespace
