@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 #include <deque>
