@@ -87,6 +87,13 @@ class Renderer {
     }
     frames_.emplace_back();  // the template's own top level
   }
+  // A namespace may come to hold itself (`{% set ns.me = ns %}`, or inside a list it holds): a cycle of
+  // shared pointers. None outlives the rendering, so its end empties every one it made.
+  ~Renderer() {
+    for (const auto& ns : namespaces_) ns->attrs.clear();
+  }
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   enum class Flow { kNormal, kBreak, kContinue };
 
@@ -326,6 +333,7 @@ class Renderer {
     }
     if (e.name == "namespace") {
       auto ns = std::make_shared<Namespace>();
+      namespaces_.push_back(ns);
       if (!args.empty() && args[0].is_dict()) ns->attrs = args[0].dict().items;
       for (const auto& [k, v] : e.kwargs) {
         TANDEM_ASSIGN(Value x, eval(*v));
@@ -732,6 +740,7 @@ class Renderer {
 
   std::vector<std::map<std::string, Value, std::less<>>> frames_;
   std::string out_;
+  std::vector<std::shared_ptr<Namespace>> namespaces_;  // every namespace() made: emptied at the end
   uint64_t steps_ = 0;
 };
 
