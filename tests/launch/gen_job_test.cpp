@@ -44,7 +44,7 @@ Prompts write_prompts(const TempDir& dir) {
 // at the job's block size (the library's output then depends on the drafts, deterministically per seed).
 json run_and_compare(const TempDir& dir, const std::string& ranks, float temperature, uint64_t seed,
                      const std::string& kill = "", const std::string& verify = "match",
-                     const std::string& overlap = "true") {
+                     const std::string& overlap = "true", const std::string& max_tokens = "48") {
   const Prompts prompts = write_prompts(dir);
   const std::string yaml = (dir.path() / "deploy.yaml").string();
   std::ofstream(yaml) << "backend: {name: cpu, threads: 1}\n"
@@ -55,7 +55,6 @@ json run_and_compare(const TempDir& dir, const std::string& ranks, float tempera
                              ", overlap: " + overlap + "}\n"
                          "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
                          "ranks:\n  - role: coordinator\n" + ranks;
-  const std::string max_tokens = "48";
   const std::string t = std::to_string(temperature);
   std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--enable-recovery"};
   if (!kill.empty()) argv.insert(argv.end(), {"-x", "TANDEM_GEN_JOB_KILL=" + kill});
@@ -153,11 +152,16 @@ TEST(GenJobReject, TargetAndDrafterRanksRejectSampleAsTandemGenerate) {
 INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, GenJob,
                          ::testing::Values(std::pair<float, uint64_t>{0.0f, 0}, std::pair<float, uint64_t>{0.8f, 7}));
 
+// The drafter death tests kill rank 2 1.5 s after it loaded; their requests run 128 tokens (not 48) so that
+// the decoding still goes on then on any machine (at 48 a fast or unevenly loaded run could end first).
+constexpr const char* kDeathTokens = "128";
+
 // The drafter rank is killed while the requests decode: they go on plainly on their target, each still
 // exactly what plain decoding gives, nothing lost; the job says it is degraded.
 TEST(GenJobDrafterDeath, RequestsFinishExactlyWithoutSpeculation) {
   TempDir dir;
-  const json got = run_and_compare(dir, "  - role: target\n  - role: drafter\n", 0.0f, 0, "2:1500");
+  const json got =
+      run_and_compare(dir, "  - role: target\n  - role: drafter\n", 0.0f, 0, "2:1500", "match", "true", kDeathTokens);
   ASSERT_TRUE(got.is_object());
   EXPECT_EQ(got.at("problem"), "rank 2 (drafter, cpu) is dead: rank 1 (target, cpu) decodes its requests without it");
   EXPECT_GT(accepted(got), 0u) << "the drafter died before it drafted anything: the test did not test a death mid-load";
@@ -169,7 +173,8 @@ TEST(GenJobDrafterDeath, RequestsFinishExactlyWithoutSpeculation) {
 TEST(GenJobDrafterDeath, RequestsMoveToTheOtherDrafter) {
   TempDir dir;
   const json got =
-      run_and_compare(dir, "  - role: target\n  - role: drafter\n  - role: drafter\n", 0.0f, 0, "2:1500");
+      run_and_compare(dir, "  - role: target\n  - role: drafter\n  - role: drafter\n", 0.0f, 0, "2:1500", "match",
+                      "true", kDeathTokens);
   ASSERT_TRUE(got.is_object());
   EXPECT_EQ(got.at("problem"),
             "rank 2 (drafter, cpu) is dead: rank 1 (target, cpu) drafts its requests on rank 3 (drafter, cpu)");
