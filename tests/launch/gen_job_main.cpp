@@ -118,6 +118,8 @@ int coordinate(const config::Deployment& d, const worker::Topology& topo, worker
   j["problem"] = scheduler.problem();
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
+  // Also to a file when asked: mpirun interleaves the ranks' stderr with this (long) line in one stream.
+  if (const char* path = std::getenv("TANDEM_GEN_JOB_JSON")) std::ofstream(path) << j.dump() << "\n";
   scheduler.stop(coordinator::unavailable("the job is over"));
   if (control.lost_a_rank()) {
     // MPI_Finalize would wait for the dead rank: end the job here (its answers are printed).

@@ -58,12 +58,15 @@ json run_and_compare(const TempDir& dir, const std::string& ranks, float tempera
   const std::string t = std::to_string(temperature);
   std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--enable-recovery"};
   if (!kill.empty()) argv.insert(argv.end(), {"-x", "TANDEM_GEN_JOB_KILL=" + kill});
+  // The job's JSON from its own file: in the log, a dying rank's MPI messages may cut the line.
+  const std::filesystem::path answer = dir.path() / "job.json";
+  argv.insert(argv.end(), {"-x", "TANDEM_GEN_JOB_JSON=" + answer.string()});
   int np = 1;
   for (char c : ranks) np += c == '\n' ? 1 : 0;
   argv.insert(argv.end(), {"-np", std::to_string(np), TANDEM_GEN_JOB, yaml, prompts.file, max_tokens, t,
                            std::to_string(seed)});
   auto job = run_command(argv, dir.path() / "job.log");
-  const json got = last_json_line(job.output);
+  const json got = last_json_line(read_text(answer));
   EXPECT_TRUE(got.is_object()) << job.output;
   if (!got.is_object()) return got;
   if (kill.empty()) {
