@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "engine/comm/nccl_link.h"
@@ -95,26 +96,47 @@ constexpr uint32_t kStride = 9;  // device rows are strided and start past row 0
 constexpr uint32_t kFirst = 1;
 uint32_t rows_of(int i) { return 2 + static_cast<uint32_t>(i) % 5; }
 
-// Device rows of a backend output: `rows` after kFirst padding rows, kStride apart.
+// Which rows of a device output the link is handed: all of it (padding too; the sender picks the message's
+// rows by first and count) or only the message's rows (as a backend hands one request's rows).
+enum class Slice { kWhole, kMessage };
+
+// Device rows of a backend output of element type T (f32, or the raw bits of BF16/F16 rows such as a
+// 16-bit target's taps): `n` message rows after kFirst padding rows and before one more, kStride apart.
+// The padding, -1 in f32 and 0xBEEF in 16 bits, shows when a link reads outside the message's rows.
+template <class T>
 struct DeviceOutput {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, uint16_t>);
   void* data = nullptr;
   ir::DeviceRows rows;
-  DeviceOutput(int device, const std::vector<float>& packed, uint32_t n) {
+  DeviceOutput(int device, const std::vector<T>& packed, uint32_t n, Slice slice,
+               ir::Storage storage = ir::Storage::kF32) {
+    EXPECT_EQ(ir::storage_bytes(storage), sizeof(T)) << "a fixture whose storage is not its element type";
     EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
-    std::vector<float> host(size_t{kFirst + n + 1} * kStride, -1.0f);
+    std::vector<T> host(size_t{kFirst + n + 1} * kStride, padding());
     for (uint32_t r = 0; r < n; ++r) {
-      std::memcpy(&host[(kFirst + r) * kStride], &packed[size_t{r} * kWidth], kWidth * sizeof(float));
+      std::memcpy(&host[(kFirst + r) * kStride], &packed[size_t{r} * kWidth], kWidth * sizeof(T));
     }
-    EXPECT_EQ(cudaMalloc(&data, host.size() * sizeof(float)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(data, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-    rows.data = data;
-    rows.rows = kFirst + n + 1;
+    EXPECT_EQ(cudaMalloc(&data, host.size() * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(data, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    const bool whole = slice == Slice::kWhole;
+    rows.data = static_cast<const T*>(data) + (whole ? 0 : size_t{kFirst} * kStride);
+    rows.rows = whole ? kFirst + n + 1 : n;
     rows.width = kWidth;
     rows.stride = kStride;
+    rows.storage = storage;
   }
   ~DeviceOutput() { cudaFree(data); }
   DeviceOutput(const DeviceOutput&) = delete;
   DeviceOutput& operator=(const DeviceOutput&) = delete;
+
+ private:
+  static T padding() {
+    if constexpr (std::is_same_v<T, float>) {
+      return -1.0f;
+    } else {
+      return 0xBEEF;
+    }
+  }
 };
 
 std::vector<uint8_t> header_of(int sender, int i) {
@@ -135,7 +157,7 @@ void send_message(NcclLink& link, int device, int sender, int i) {
     ASSERT_TRUE(st.ok()) << st.error().message();
     return;
   }
-  DeviceOutput out(device, packed, rows_of(i));
+  DeviceOutput<float> out(device, packed, rows_of(i), Slice::kWhole);
   RowsOut r;
   r.width = kWidth;
   r.device = &out.rows;
@@ -237,12 +259,8 @@ TEST(NcclLink, ReceivedRowsStayOnTheDeviceAsRowsOfTheOwner) {
   const std::vector<float> a = message_rows(0, 1, 3, kWidth), b = message_rows(0, 2, 4, kWidth);
   std::thread sender([&] {
     ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
-    DeviceOutput out_a(d.target, a, 3), out_b(d.target, b, 4);
-    std::vector<ir::DeviceRows> pieces = {out_b.rows, out_a.rows};  // b's rows, then a's
-    for (size_t k = 0; k < 2; ++k) {
-      pieces[k].data = static_cast<const float*>(pieces[k].data) + size_t{kFirst} * kStride;
-      pieces[k].rows = k == 0 ? 4 : 3;
-    }
+    DeviceOutput<float> out_a(d.target, a, 3, Slice::kMessage), out_b(d.target, b, 4, Slice::kMessage);
+    const std::vector<ir::DeviceRows> pieces = {out_b.rows, out_a.rows};  // b's rows, then a's
     auto st = p.target->send(header_of(0, 0), RowsOut::of_pieces(pieces, kWidth, owner));
     ASSERT_TRUE(st.ok()) << st.error().message();
     st = p.target->send(header_of(0, 1), RowsOut::of_host(a, kWidth));
@@ -349,30 +367,6 @@ TEST(NcclLink, PeerThatAbortsMidTransferFailsTheReceive) {
   EXPECT_EQ(again.error().message(), "NCCL link rank 0 to rank 1: the link was aborted");
 }
 
-// 16-bit device rows (a BF16/F16 target's taps): `rows` rows of raw element bits, kFirst padding rows
-// before them, kStride apart.
-struct DeviceOutput16 {
-  void* data = nullptr;
-  ir::DeviceRows rows;
-  DeviceOutput16(int device, const std::vector<uint16_t>& packed, uint32_t n, ir::Storage storage) {
-    EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
-    std::vector<uint16_t> host(size_t{kFirst + n + 1} * kStride, 0xBEEF);
-    for (uint32_t r = 0; r < n; ++r) {
-      std::memcpy(&host[(kFirst + r) * kStride], &packed[size_t{r} * kWidth], kWidth * sizeof(uint16_t));
-    }
-    EXPECT_EQ(cudaMalloc(&data, host.size() * sizeof(uint16_t)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(data, host.data(), host.size() * sizeof(uint16_t), cudaMemcpyHostToDevice), cudaSuccess);
-    rows.data = static_cast<const uint16_t*>(data) + size_t{kFirst} * kStride;
-    rows.rows = n;
-    rows.width = kWidth;
-    rows.stride = kStride;
-    rows.storage = storage;
-  }
-  ~DeviceOutput16() { cudaFree(data); }
-  DeviceOutput16(const DeviceOutput16&) = delete;
-  DeviceOutput16& operator=(const DeviceOutput16&) = delete;
-};
-
 // Every 16-bit pattern kind: random bits (NaNs, infinities, subnormals, -0 among them).
 std::vector<uint16_t> message_bits(int seed, uint32_t rows) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -404,14 +398,15 @@ TEST(NcclLink, SixteenBitDeviceRowsStayOnTheDevicesInTheirStorage) {
   std::thread sender([&] {
     ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
     for (size_t k = 0; k < storages.size(); ++k) {
-      DeviceOutput16 a(d.target, message_bits(10 * static_cast<int>(k), 3), 3, storages[k]);
-      DeviceOutput16 b(d.target, message_bits(10 * static_cast<int>(k) + 1, 4), 4, storages[k]);
+      const int seed = 10 * static_cast<int>(k);
+      DeviceOutput<uint16_t> a(d.target, message_bits(seed, 3), 3, Slice::kMessage, storages[k]);
+      DeviceOutput<uint16_t> b(d.target, message_bits(seed + 1, 4), 4, Slice::kMessage, storages[k]);
       const std::vector<ir::DeviceRows> pieces = {a.rows, b.rows};
       auto st = p.target->send(header_of(0, static_cast<int>(k)), RowsOut::of_pieces(pieces, kWidth, sender_backend));
       ASSERT_TRUE(st.ok()) << st.error().message();
     }
     // One of a device output's rows (of_device), past its first.
-    DeviceOutput16 c(d.target, message_bits(99, 5), 5, ir::Storage::kBF16);
+    DeviceOutput<uint16_t> c(d.target, message_bits(99, 5), 5, Slice::kMessage, ir::Storage::kBF16);
     auto st = p.target->send(header_of(0, 2), RowsOut::of_device(c.rows, 1, 3, sender_backend));
     ASSERT_TRUE(st.ok()) << st.error().message();
   });
@@ -458,7 +453,7 @@ TEST(NcclLink, SixteenBitRowsToAHostReceiverArriveAsF32) {
   std::thread sender([&] {
     ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
     for (ir::Storage s : {ir::Storage::kBF16, ir::Storage::kF16}) {
-      DeviceOutput16 out(d.target, bits, 4, s);
+      DeviceOutput<uint16_t> out(d.target, bits, 4, Slice::kMessage, s);
       auto st = p.target->send(header_of(0, s == ir::Storage::kBF16 ? 0 : 1),
                                RowsOut::of_device(out.rows, 0, 4, sender_backend));
       ASSERT_TRUE(st.ok()) << st.error().message();
@@ -490,8 +485,8 @@ TEST(NcclLink, PiecesOfMixedStorageAreRefused) {
   ASSERT_TRUE(p.target && p.drafter);
   RowsOwner sender_backend;
   ASSERT_EQ(cudaSetDevice(d.target), cudaSuccess);
-  DeviceOutput16 a(d.target, message_bits(1, 2), 2, ir::Storage::kBF16);
-  DeviceOutput16 b(d.target, message_bits(2, 2), 2, ir::Storage::kF16);
+  DeviceOutput<uint16_t> a(d.target, message_bits(1, 2), 2, Slice::kMessage, ir::Storage::kBF16);
+  DeviceOutput<uint16_t> b(d.target, message_bits(2, 2), 2, Slice::kMessage, ir::Storage::kF16);
   const std::vector<ir::DeviceRows> pieces = {a.rows, b.rows};
   auto st = p.target->send(header_of(0, 0), RowsOut::of_pieces(pieces, kWidth, sender_backend));
   ASSERT_FALSE(st.ok());
