@@ -6,19 +6,10 @@
 # on the GPU. Logs and JSON go to $OUT (at most 8 files); a summary table is printed last.
 #   OUT=/tmp/out ./tools/gpu-check-decoder.sh        (NO_PYTORCH=1 skips the baseline, NO_COMPILE=1 its compile;
 #   COMPARE_DECODE_GEMM=1 runs the benchmark again with TANDEM_CUDA_DECODE_GEMM=1)
-set -u
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-OUT=${OUT:-$ROOT/gpu-out}
-mkdir -p "$OUT"
-BUILD=${BUILD:-$ROOT/build-gpu}
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-export XDG_CACHE_HOME=$BUILD/cache
-START=$(date +%s)
-elapsed() { echo $(( $(date +%s) - START )); }
+. "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
+export PYTHONUNBUFFERED=1
 LOG=$OUT/decoder-check.log
 : > "$LOG"
-say() { echo "[$(elapsed) s] $*" | tee -a "$LOG"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$LOG" 2>&1
 if [ -z "${NO_PYTORCH:-}" ]; then
@@ -28,8 +19,7 @@ if [ -z "${NO_PYTORCH:-}" ]; then
   PT=$!
 fi
 say "configure + build"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_WERROR=OFF -DTANDEM_MPI=OFF \
-  -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" >> "$LOG" 2>&1 || say "configure failed"
+cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF >> "$LOG" 2>&1 || say "configure failed"
 GPU_TESTS=$(cd "$BUILD" && ctest -L gpu -N 2>/dev/null | awk '/Test +#/ {print $3}')
 timeout 400 cmake --build "$BUILD" -j"$(nproc)" --target $GPU_TESTS cuda_decoder_bench > "$OUT/build.log" 2>&1 ||
   { say "build failed"; grep -E "error" "$OUT/build.log" | head -20 | tee -a "$LOG"; }

@@ -6,24 +6,13 @@
 # b16 and a DFlash 2 b8 drafter, REPLAYED at acceptance 1, 3, 6.5 and B (bench/spec_replay). Logs and JSON
 # go to $OUT; a summary table is printed last.
 #   OUT=/tmp/spec ./tools/gpu-check-spec.sh      (SPEC_ARGS="--drafter-quantization int8 --drafter-quantization int4")
-set -u
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-OUT=${OUT:-$ROOT/gpu-out}
-mkdir -p "$OUT"
-BUILD=${BUILD:-$ROOT/build-gpu}
-export NCCL_NVLS_ENABLE=0
-export XDG_CACHE_HOME=$BUILD/cache
-START=$(date +%s)
-elapsed() { echo $(( $(date +%s) - START )); }
+. "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 LOG=$OUT/spec-check.log
 : > "$LOG"
-say() { echo "[$(elapsed) s] $*" | tee -a "$LOG"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$LOG" 2>&1
 say "configure + build"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_WERROR=OFF -DTANDEM_MPI=OFF \
-  -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" >> "$LOG" 2>&1 || say "configure failed"
+cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF >> "$LOG" 2>&1 || say "configure failed"
 timeout 300 cmake --build "$BUILD" -j"$(nproc)" --target cuda_decoder_bench cuda_spec_bench cuda_spec_bench_test \
   > "$OUT/spec-build.log" 2>&1 || { say "build failed"; grep -E "error" "$OUT/spec-build.log" | head -20 | tee -a "$LOG"; }
 say "built"

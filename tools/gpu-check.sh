@@ -9,20 +9,10 @@
 # tables are last. BENCH_ARGS replaces the benchmark's parts (default: --profile --study --variants).
 # SERVE_SCORERS="1" (or "1 2" on two GPUs) also builds the service and runs tools/gpu-serve-bench.sh
 # last, with what is left of the budget; its table follows the others.
-set -u
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-OUT=${OUT:-$ROOT/gpu-out}
-mkdir -p "$OUT"
-BUILD=${BUILD:-$ROOT/build-gpu}
+. "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 JOBS=$(nproc)
-START=$(date +%s)
 BUDGET=${BUDGET:-470}
-export NCCL_NVLS_ENABLE=0                       # must stay set on this machine (gpu-machine.md)
-export XDG_CACHE_HOME=$BUILD/cache              # the kernel and GEMM-choice caches live with the build
 : > "$OUT/steps.txt"
-
-elapsed() { echo $(( $(date +%s) - START )); }
 
 # step NAME TIMEOUT_S CMD...: runs CMD with its output in $OUT/NAME.log, records rc and seconds. The
 # timeout is cut to what is left of the budget; with under 15 s left the step is skipped (rc 124).
@@ -54,11 +44,9 @@ step() {
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 } > "$OUT/machine.txt" 2>&1
 
-CONFIG=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_WERROR=OFF
-        -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include")
 # The GPU run needs none of the MPI service; if its part of the tree does not configure, leave it out.
-step configure 180 cmake -S "$ROOT" -B "$BUILD" "${CONFIG[@]}" ||
-  step configure-no-mpi 180 cmake -S "$ROOT" -B "$BUILD" "${CONFIG[@]}" -DTANDEM_MPI=OFF
+step configure 180 cmake -S "$ROOT" -B "$BUILD" "${CUDA_CONFIG[@]}" ||
+  step configure-no-mpi 180 cmake -S "$ROOT" -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF
 grep -hE "tandem: CUDA backend" "$OUT"/configure*.log | sed 's/^/    /'
 
 # Only what the GPU run needs: every test labelled gpu, and the benchmark.

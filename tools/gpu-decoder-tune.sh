@@ -7,23 +7,14 @@
 # Logs and JSON go to $OUT; a table of the variants is printed last.
 #   OUT=/tmp/out ./tools/gpu-decoder-tune.sh      (NO_STUDY=1 skips the study, NO_TESTS=1 the tests; no variant
 #   starts after BUDGET_S seconds, default 480, so the call ends inside the device's 10 minutes)
-set -u
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-OUT=${OUT:-$ROOT/gpu-out}
-mkdir -p "$OUT"
-BUILD=${BUILD:-$ROOT/build-gpu}
-export NCCL_NVLS_ENABLE=0 XDG_CACHE_HOME=$BUILD/cache
+. "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 VARIANTS=${VARIANTS:-"apart:TANDEM_CUDA_FUSE_QKV=0 fused:"}
-START=$(date +%s)
 LOG=$OUT/tune.log
 : > "$LOG"
-say() { echo "[$(( $(date +%s) - START )) s] $*" | tee -a "$LOG"; }
 
 TESTS="cuda_decoder_kernels_test cuda_target_test cuda_gemm_test"
 say "configure + build"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_WERROR=OFF -DTANDEM_MPI=OFF \
-  -DTANDEM_BENCH=ON -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" >> "$LOG" 2>&1 || say "configure failed"
+cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF -DTANDEM_BENCH=ON >> "$LOG" 2>&1 || say "configure failed"
 timeout 420 cmake --build "$BUILD" -j"$(nproc)" --target $TESTS cuda_decoder_bench cuda_gemm_study > "$OUT/build.log" 2>&1 ||
   { say "build failed"; grep -E "error" "$OUT/build.log" | head -20 | tee -a "$LOG"; exit 1; }
 say "built"
@@ -38,7 +29,7 @@ if [ -z "${NO_STUDY:-}" ]; then
   say "gemm study rc $?"
 fi
 for v in $VARIANTS; do
-  [ $(( $(date +%s) - START )) -gt "${BUDGET_S:-480}" ] && { say "out of time: $v not run"; continue; }
+  [ "$(elapsed)" -gt "${BUDGET_S:-480}" ] && { say "out of time: $v not run"; continue; }
   name=${v%%:*}
   envs=${v#*:}
   # shellcheck disable=SC2086

@@ -11,15 +11,9 @@
 # A CPU dry run of the same steps on the shipped models (checks the script, not the figures):
 #   OUT=/tmp/out SKIP_BUILD=1 BUILD=build TARGET_DIR=models/pylm DRAFTER_DIR=models/pylm-dflash2 VOCAB=6144 \
 #     PROMPT_LEN="8 32" BACKEND=cpu CONCURRENCY="1 2" MAX_TOKENS=8 PROMPTS=4 ./tools/gpu-gen-serve-bench.sh
-set -u
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-OUT=${OUT:-$ROOT/gen-serve-out}
-mkdir -p "$OUT"
-BUILD=${BUILD:-$ROOT/build-serve}
+. "$(dirname "$0")/gpu-common.sh" gen-serve-out build-serve
 WORK=${WORK:-/tmp/gen-serve}
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-export XDG_CACHE_HOME=$BUILD/cache
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 CONCURRENCY=${CONCURRENCY:-1 8 32}
 MAX_TOKENS=${MAX_TOKENS:-128}
 PROMPTS=${PROMPTS:-32}
@@ -31,10 +25,9 @@ if [ "$BACKEND" = cuda ]; then
 else
   PRECISION=f32 BACKEND_YAML="{name: cpu, precision: f32, threads: 1}" GENERATOR="{role: generator}"
 fi
-START=$(date +%s)
 LOG=$OUT/gen-serve.log
 : > "$LOG"
-say() { echo "[$(( $(date +%s) - START )) s] $*" | tee -a "$LOG" >&2; }
+say() { echo "[$(elapsed) s] $*" | tee -a "$LOG" >&2; }  # gpu-common.sh's, on stderr
 mkdir -p "$WORK"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$LOG" 2>&1
 
@@ -47,8 +40,7 @@ if [ -z "${TARGET_DIR:-}" ]; then
 fi
 say "configure + build"
 if [ -z "${SKIP_BUILD:-}" ]; then
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_TESTS=OFF -DTANDEM_WERROR=OFF \
-    -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" > "$WORK/configure.log" 2>&1 ||
+  cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_TESTS=OFF > "$WORK/configure.log" 2>&1 ||
     { tail -20 "$WORK/configure.log" | tee -a "$LOG"; exit 1; }
   cmake --build "$BUILD" -j"$(nproc)" --target tandem tandem-gen-loadgen > "$WORK/build.log" 2>&1 ||
     { grep -E "error" "$WORK/build.log" | head -20 | tee -a "$LOG"; exit 1; }
@@ -103,7 +95,7 @@ done
 say "job serving"
 
 load() {  # load CONNECTIONS REQUESTS NAME [--no-speculation]
-  [ "$(( $(date +%s) - START ))" -lt "${DEADLINE:-540}" ] || { say "$3: skipped (past ${DEADLINE:-540} s)"; return; }
+  [ "$(elapsed)" -lt "${DEADLINE:-540}" ] || { say "$3: skipped (past ${DEADLINE:-540} s)"; return; }
   "$BUILD/bench/tandem-gen-loadgen" --url "http://127.0.0.1:$PORT" --prompt-file "$WORK/prompts.txt" \
     --expect "0:0:$WORK/expect.json" --max-tokens "$MAX_TOKENS" --stream-every 1 --timeout-ms 300000 \
     --connections "$1" --requests "$2" ${4:-} > "$WORK/$3.json" 2> "$WORK/$3.err"

@@ -6,20 +6,13 @@
 # with the ranks: REQUESTS and CONNECTIONS are per scorer rank. While the closed loop runs, the busiest
 # threads (coordinator "http-io", "batcher", "mpi", the workers, the load generator) are sampled with top
 # to threads-N.txt, to tell a coordinator limit from a device limit. Logs go to $OUT (default ./serve-out).
-set -u
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-OUT=${OUT:-$ROOT/serve-out}
-mkdir -p "$OUT"
-BUILD=${BUILD:-$ROOT/build-serve}
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export XDG_CACHE_HOME=$BUILD/cache
+. "$(dirname "$0")/gpu-common.sh" serve-out build-serve
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 REQUESTS=${REQUESTS:-20000}
 CONNECTIONS=${CONNECTIONS:-256}
 nvidia-smi --query-gpu=index,name,memory.total --format=csv > "$OUT/machine.txt" 2>&1
 if [ -z "${SKIP_BUILD:-}" ]; then  # SKIP_BUILD=1 reuses an existing $BUILD
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF \
-    -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include" > "$OUT/configure.log" 2>&1 || { tail "$OUT/configure.log"; exit 1; }
+  cmake -S . -B "$BUILD" "${RELEASE_CONFIG[@]}" -DTANDEM_TESTS=OFF > "$OUT/configure.log" 2>&1 || { tail "$OUT/configure.log"; exit 1; }
   cmake --build "$BUILD" -j"$(nproc)" --target tandem tandem-loadgen > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
 # MODEL_DIR and POOL override the random ModernBERT-large checkpoint (e.g. a CPU dry run on decision-tiny).

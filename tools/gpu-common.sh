@@ -1,0 +1,25 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # the variables are for the scripts that source it
+# The preamble the tools/gpu-*.sh scripts share. Each sources it first with its default output and build
+# folders (under the repository root; OUT and BUILD in the environment override them):
+#   . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
+# It leaves the shell at the repository root with ROOT, OUT (created), BUILD and START set, elapsed, say
+# (a timestamped line to stdout and to the script's $LOG) and the configure flags below.
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/$1}
+mkdir -p "$OUT"
+BUILD=${BUILD:-$ROOT/$2}
+export NCCL_NVLS_ENABLE=0             # must stay set on the GPU machine (gpu-machine.md)
+export XDG_CACHE_HOME=$BUILD/cache    # the kernel and GEMM-choice caches live with the build
+START=$(date +%s)
+
+elapsed() { echo $(( $(date +%s) - START )); }
+say() { echo "[$(elapsed) s] $*" | tee -a "$LOG"; }
+
+# A Release build with pcre2.h from .gpu-deps/include where the machine lacks it; CUDA_CONFIG also asks
+# for the CUDA backend and leaves warnings as warnings.
+RELEASE_CONFIG=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include")
+CUDA_CONFIG=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_WERROR=OFF
+             -DTANDEM_PCRE2_INCLUDE_DIR="$ROOT/.gpu-deps/include")
