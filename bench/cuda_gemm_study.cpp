@@ -3,8 +3,9 @@
 // tandem's production choice, the decode GEMM and cuBLASLt with a K split, weights rotated through more than
 // the L2 holds. Device time per launch (median), weight bytes per second, and whether each configuration's rows
 // keep their bits at every m. JSON on stdout, a table on stderr.
-//   cuda_gemm_study [--reps N] [--rows 1,16,128,512] [--only SUBSTRING-OF-A-SHAPE-NAME] [--production]
-// (--production: only what a decoder plan runs, and the one-pass rule before the K split)
+//   cuda_gemm_study [--reps N] [--rows 1,16,128,512] [--only SUBSTRING-OF-A-SHAPE-NAME] [--production | --stream]
+// (--production: only what a decoder plan runs, and the one-pass rule before the K split; --stream: that and
+// the streaming GEMM, whose bits are compared with production's at each m)
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
   int reps = 30;
   std::vector<uint32_t> rows = {1, 16, 128, 512};
   std::string only;
-  bool production_only = false;
+  auto parts = cuda::SplitStudyParts::kAll;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     if (s == "--reps" && i + 1 < argc) {
@@ -31,11 +32,13 @@ int main(int argc, char** argv) {
       std::stringstream list(argv[++i]);
       for (std::string item; std::getline(list, item, ',');) rows.push_back(static_cast<uint32_t>(std::stoul(item)));
     } else if (s == "--production") {
-      production_only = true;
+      parts = cuda::SplitStudyParts::kProduction;
+    } else if (s == "--stream") {
+      parts = cuda::SplitStudyParts::kStream;
     } else if (s == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: cuda_gemm_study [--reps N] [--rows 1,16,128,512] [--only SUBSTRING] [--production]\n");
+      std::fprintf(stderr, "usage: cuda_gemm_study [--reps N] [--rows 1,16,128,512] [--only SUBSTRING] [--production | --stream]\n");
       return 1;
     }
   }
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
   int status = 0;
   for (const Shape& sh : shapes) {
     if (!only.empty() && std::string(sh.name).find(only) == std::string::npos) continue;
-    auto r = cuda::study_gemm_splits(**device, **modules, algos, sh.shape, rows, reps, production_only);
+    auto r = cuda::study_gemm_splits(**device, **modules, algos, sh.shape, rows, reps, parts);
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", sh.name, r.error().message().c_str());
       out.push_back({{"shape", sh.name}, {"error", r.error().message()}});
@@ -73,11 +76,15 @@ int main(int argc, char** argv) {
       continue;
     }
     for (const cuda::SplitStudy& s : *r) {
-      std::fprintf(stderr, "%-22s m %4u %-34s %8.1f us %5.2f TB/s %s  %s\n", sh.name, s.m, s.config.c_str(),
-                   s.median_us, s.weight_tb_per_s, s.rows_invariant ? "same-bits" : "BITS-DIFFER", s.algo.c_str());
+      const std::string vs_production =
+          s.matches_production ? "= production" : fmt::format("!= production ({} ulps)", s.production_ulps);
+      std::fprintf(stderr, "%-22s m %4u %-34s %8.1f us %5.2f TB/s %s %s  %s\n", sh.name, s.m, s.config.c_str(),
+                   s.median_us, s.weight_tb_per_s, s.rows_invariant ? "same-bits" : "BITS-DIFFER",
+                   vs_production.c_str(), s.algo.c_str());
       out.push_back({{"shape", sh.name}, {"m", s.m}, {"config", s.config}, {"algo", s.algo}, {"splits", s.splits},
                      {"median_us", s.median_us}, {"weight_tb_per_s", s.weight_tb_per_s},
-                     {"rows_invariant", s.rows_invariant}});
+                     {"rows_invariant", s.rows_invariant},
+                     {"matches_production", s.matches_production}, {"production_ulps", s.production_ulps}});
     }
   }
   std::printf("%s\n", out.dump(1).c_str());

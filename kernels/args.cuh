@@ -423,6 +423,27 @@ struct GemmDecodeArgs {
   unsigned accumulate;       // 1: add the prior out (f32 out only)
 };
 
+// The streaming GEMM (gemm_stream.cu): out[r, :] (= or +=) a[r, :] · wᵀ for up to kGemmStreamRows real rows,
+// f16/bf16 operands, f32 accumulation in mma.sync m16n8k16 steps over K in natural order (16 k a step), one
+// chain per 16-column tile and K slice, the slices summed in slice order, then the prior output: meant to give
+// cuBLASLt's bits for the same K split (lowering probes that before it uses it). A block of kGemmStreamWarps
+// warps covers kGemmStreamWarps / splits tiles (grid y). exact: each step's 16 k sit at the mma's own k
+// positions (4-byte loads); else permuted within the step (8-byte loads), A and B alike.
+enum : unsigned { kGemmStreamWarps = 4, kGemmStreamRows = 16 };
+struct GemmStreamArgs {
+  void* out;                 // [rows, cols] of the out type
+  const void* a;             // [rows, k], rows k elements apart
+  const void* w;             // [cols, k]
+  const unsigned* n;
+  unsigned kind;
+  unsigned k;                // a multiple of 16
+  unsigned cols;
+  unsigned splits;           // 1, 2 or 4
+  unsigned slice_k;          // K per slice, a multiple of 16
+  unsigned accumulate;       // 1: add the prior out (f32 out only)
+  unsigned exact;
+};
+
 // ---- the DFlash 2 selector walk (graph.h SelectorWalk; engine/ir/selector.h defines each step) ----
 
 // One block of kSelectorThreads per sequence walks its pick rows in order: a warp per candidate sums

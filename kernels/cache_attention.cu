@@ -488,6 +488,7 @@ TK_DEV void cache_attention_tc(const CacheAttentionArgs& a) {
 // out = Σ_j w_j o_j / Σ_j w_j l_j with w_j = exp(m_j − max_j m_j), folded in chunk order.
 template <class T>
 TK_DEV void cache_attention_combine(const CacheAttentionArgs& a) {
+  allow_dependents();  // the o GEMM after it may start and prefetch its weights
   const unsigned lane = threadIdx.x & 31u;
   const unsigned heads = a.kv_heads * a.group, hq = blockIdx.y * (kCacheThreads / 32) + (threadIdx.x >> 5);
   if (hq >= heads) return;  // warp-uniform; this kernel has no block barrier

@@ -34,6 +34,7 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/top_k.cu
   ${CMAKE_CURRENT_LIST_DIR}/sample.cu
   ${CMAKE_CURRENT_LIST_DIR}/gemm_decode.cu
+  ${CMAKE_CURRENT_LIST_DIR}/gemm_stream.cu
   ${CMAKE_CURRENT_LIST_DIR}/qgemm.cu
   ${CMAKE_CURRENT_LIST_DIR}/qgemm_tc.cu
   ${CMAKE_CURRENT_LIST_DIR}/selector_walk.cu

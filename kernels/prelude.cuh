@@ -34,6 +34,21 @@ TK_DEV unsigned short f2b(float f) {
 TK_DEV float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 TK_DEV float shfl(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
 
+// Programmatic dependent launch (sm_90): a kernel launched with it may start while the kernel before it runs,
+// and must wait_prior_grids() before it reads that kernel's outputs or writes what it reads; a kernel calls
+// allow_dependents() once the next may start (its weights prefetch meanwhile). Both are no-ops below sm_90 and
+// when the launch did not ask for it.
+TK_DEV void wait_prior_grids() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+TK_DEV void allow_dependents() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 TK_DEV float fast_exp(float x) { return __expf(x); }
 TK_DEV float neg_inf() { return __int_as_float(0xff800000); }
 TK_DEV float bits_float(unsigned u) { return __uint_as_float(u); }
@@ -85,6 +100,9 @@ struct alignas(16) U4 {
 };
 struct alignas(8) V2 {
   float x, y;
+};
+struct alignas(8) U2 {
+  unsigned x, y;
 };
 
 // Eight consecutive elements as floats, and back: 32 bytes of FP32 or 16 of FP16 per access.

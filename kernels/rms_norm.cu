@@ -11,6 +11,7 @@ constexpr unsigned kThreads = 256;
 
 template <class In, class Out>
 __device__ __forceinline__ void rms_norm(const RmsNormArgs& a) {
+  allow_dependents();  // a streaming GEMM after it may start and prefetch its weights
   const unsigned row = blockIdx.x;
   if (row >= real_rows(a.n, a.kind)) return;  // the whole block leaves together
   // INVARIANT: row < the real count <= the bucket rows lowering sized x and out for.

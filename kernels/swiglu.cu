@@ -10,6 +10,7 @@ __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 
 template <class In, class Out>
 __device__ __forceinline__ void swiglu(const SwigluArgs& a) {
+  allow_dependents();  // the down GEMM after it may start and prefetch its weights
   for_each_chunk(real_rows(a.n, a.kind), a.inter, [&](unsigned long long row, unsigned c, bool vec) {
     // INVARIANT: row < the real count <= the bucket rows of x and out; c + 8 <= inter when vec.
     const In* g = static_cast<const In*>(a.x) + row * 2 * a.inter + c;

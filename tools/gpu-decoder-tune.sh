@@ -5,14 +5,16 @@
 # split count, same-bits check), then cuda_decoder_bench --decode-only once per variant, alone on the GPU:
 #   VARIANTS="base:TANDEM_CUDA_FUSE_QKV=0 fused: fused+split128:TANDEM_CUDA_SPLIT_CTAS=128"   (name:ENV ...)
 # Logs and JSON go to $OUT; a table of the variants is printed last.
-#   OUT=/tmp/out ./tools/gpu-decoder-tune.sh      (NO_STUDY=1 skips the study, NO_TESTS=1 the tests; no variant
-#   starts after BUDGET_S seconds, default 480, so the call ends inside the device's 10 minutes)
+#   OUT=/tmp/out ./tools/gpu-decoder-tune.sh      (NO_STUDY=1 skips the study, NO_TESTS=1 the tests, TESTS="..."
+#   replaces them, STUDY_ARGS=--stream adds to the study's arguments, VARIANT_TIMEOUT=S limits each variant
+#   (default 150 s); no variant starts after BUDGET_S seconds, default 480, so the call ends inside the
+#   device's 10 minutes)
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 VARIANTS=${VARIANTS:-"apart:TANDEM_CUDA_FUSE_QKV=0 fused:"}
 LOG=$OUT/tune.log
 : > "$LOG"
 
-TESTS="cuda_decoder_kernels_test cuda_target_test cuda_gemm_test"
+TESTS=${TESTS:-"cuda_decoder_kernels_test cuda_target_test cuda_gemm_test"}
 say "configure + build"
 cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF -DTANDEM_BENCH=ON >> "$LOG" 2>&1 || say "configure failed"
 timeout 420 cmake --build "$BUILD" -j"$(nproc)" --target $TESTS cuda_decoder_bench cuda_gemm_study > "$OUT/build.log" 2>&1 ||
@@ -25,7 +27,7 @@ if [ -z "${NO_TESTS:-}" ]; then
   done
 fi
 if [ -z "${NO_STUDY:-}" ]; then
-  timeout 150 "$BUILD/bench/cuda_gemm_study" --rows "${STUDY_ROWS:-1,16,128,512}" --reps 20 > "$OUT/gemm-study.json" 2> "$OUT/gemm-study.log"
+  timeout 150 "$BUILD/bench/cuda_gemm_study" --rows "${STUDY_ROWS:-1,16,128,512}" --reps 20 ${STUDY_ARGS:-} > "$OUT/gemm-study.json" 2> "$OUT/gemm-study.log"
   say "gemm study rc $?"
 fi
 for v in $VARIANTS; do
@@ -33,7 +35,7 @@ for v in $VARIANTS; do
   name=${v%%:*}
   envs=${v#*:}
   # shellcheck disable=SC2086
-  env $envs timeout 150 "$BUILD/bench/cuda_decoder_bench" --decode-only --json "$OUT/decoder-$name.json" \
+  env $envs timeout "${VARIANT_TIMEOUT:-150}" "$BUILD/bench/cuda_decoder_bench" --decode-only --json "$OUT/decoder-$name.json" \
     > /dev/null 2> "$OUT/decoder-$name.log"
   say "decoder variant $name ($envs) rc $?"
 done

@@ -33,6 +33,8 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_GEMM_TIMED", "0")) o.gemm_timed = false;
   if (env_is("TANDEM_CUDA_DECODE_GEMM", "1")) o.decode_gemm = true;
   if (env_is("TANDEM_CUDA_FUSE_QKV", "0")) o.fuse_qkv_prep = false;
+  if (env_is("TANDEM_CUDA_STREAM_GEMM", "0")) o.stream_gemm = false;
+  if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
   if (const char* v = std::getenv("TANDEM_CUDA_SPLIT_CTAS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
@@ -78,7 +80,7 @@ class CudaBackend final : public ir::Backend {
     const bool profiled = std::getenv("CUDA_INJECTION64_PATH") != nullptr;
     b->algos_->set_profiled(profiled);
     log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}, "
-              "decode GEMM {}, q/k/v prep {}): {}{}",
+              "decode GEMM {}, stream GEMM {}{}, q/k/v prep {}): {}{}",
               b->device_->info().describe(), ir::to_string(options.precision), options.graphs ? "on" : "off",
               options.gemm_probe ? "on" : "off",
               !options.gemm_probe || !options.gemm_timed ? ""
@@ -86,7 +88,8 @@ class CudaBackend final : public ir::Backend {
                                                          : " (timed)",
               to_string(options.attention),
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
-              options.decode_gemm ? "on" : "off", options.fuse_qkv_prep ? "fused" : "apart", b->modules_->summary(),
+              options.decode_gemm ? "on" : "off", options.stream_gemm ? "on" : "off",
+              options.stream_gemm && options.overlap_launches ? " (overlapped launches)" : "", options.fuse_qkv_prep ? "fused" : "apart", b->modules_->summary(),
               remembered);
     return std::unique_ptr<ir::Backend>(std::move(b));
   }
@@ -120,6 +123,8 @@ class CudaBackend final : public ir::Backend {
     po.decode_gemm = options_.decode_gemm;
     po.fuse_qkv_prep = options_.fuse_qkv_prep;
     po.split_ctas = options_.decoder_split_ctas;
+    po.stream_gemm = options_.stream_gemm;
+    po.overlap_launches = options_.overlap_launches && device_->info().cc_major >= 9;
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));
     algos_->save_choices();
     return std::unique_ptr<ir::Plan>(std::move(plan));

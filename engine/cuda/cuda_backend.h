@@ -60,6 +60,13 @@ struct CudaOptions {
   // Decoder GEMMs' K split aimed at this many CTAs instead of the fixed rule (gemm_impl.h
   // decoder_gemm_splits; TANDEM_CUDA_SPLIT_CTAS=N): a tuning aid for the GEMM study's next rule.
   uint32_t decoder_split_ctas = 0;
+  // Decoder GEMMs of up to 16 rows (decode steps, verify at batch 1) run tandem's streaming GEMM
+  // (kernels/gemm_stream.cu) where a probe at lowering shows it computes exactly cuBLASLt's bits for the shape,
+  // so a row's bits still do not depend on the bucket (TANDEM_CUDA_STREAM_GEMM=0: cuBLASLt everywhere).
+  bool stream_gemm = true;
+  // Streaming GEMMs start with programmatic dependent launch (sm_90): their first weights load while the kernel
+  // ahead (an RMSNorm, SwiGLU, the attention's combine) still runs (TANDEM_CUDA_OVERLAP=0: plain launches).
+  bool overlap_launches = true;
 };
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);

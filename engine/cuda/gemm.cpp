@@ -253,6 +253,14 @@ Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAl
   return r1 == r2;
 }
 
+Result<bool> GemmAlgos::same_bits_memo(const std::string& key, const std::function<Result<bool>()>& probe) {
+  if (const std::optional<bool> known = choices_.same_bits(key)) return *known;
+  ++measurements_;
+  TANDEM_ASSIGN(const bool same, probe());
+  choices_.set_same_bits(key, same);
+  return same;
+}
+
 Result<size_t> GemmAlgos::fastest(const GemmShape& shape, uint32_t m,
                                   const std::vector<cublasLtMatmulAlgo_t>& candidates, bool bias) {
   const std::string key = fmt::format("{} m {}", shape.describe(), m);

@@ -6,6 +6,7 @@
 #include <cublasLt.h>
 
 #include <compare>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -91,6 +92,9 @@ class GemmAlgos {
   // noise against the real weight (remembered per shape and pair in the choices).
   Result<bool> same_bits(const GemmShape& shape, const cublasLtMatmulAlgo_t& reference,
                          const cublasLtMatmulAlgo_t& candidate, const void* w, const float* bias);
+  // A remembered bit-identity verdict under `key` (in the choices), else probe()'s, remembered and counted as
+  // a measurement: the streaming GEMM's probe against a reference (gemm_stream_probe.cpp) uses it.
+  Result<bool> same_bits_memo(const std::string& key, const std::function<Result<bool>()>& probe);
   // The fastest of `candidates` (all computing the same bits) for m rows, timed on random operands;
   // remembered per shape and m in the choices, so every plan of the backend runs the same one.
   Result<size_t> fastest(const GemmShape& shape, uint32_t m, const std::vector<cublasLtMatmulAlgo_t>& candidates,
@@ -107,6 +111,8 @@ class GemmAlgos {
   bool note_unfused(const GemmShape& shape) { return unfused_.insert(shape).second; }
   // Records that a split shape runs in one pass instead (no candidate splits it); true the first time.
   bool note_unsplit(const GemmShape& shape) { return unsplit_.insert(shape).second; }
+  // Records that a shape stays off the streaming GEMM (no layout gives its bits); true the first time.
+  bool note_unstreamed(const GemmShape& shape) { return unstreamed_.insert(shape).second; }
   // Writes the choices made since the last save to their file (if they have one).
   void save_choices() { choices_.save(); }
   const GemmChoices& choices() const { return choices_; }
@@ -122,6 +128,7 @@ class GemmAlgos {
   size_t measurements_ = 0;
   std::set<GemmShape> unfused_;
   std::set<GemmShape> unsplit_;
+  std::set<GemmShape> unstreamed_;
 };
 
 struct GemmOperands {

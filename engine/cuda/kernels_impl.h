@@ -93,6 +93,10 @@
   X(gemm_decode_f16_f16, GemmDecodeArgs, "gemm_decode.cu")                  \
   X(gemm_decode_bf16_f32, GemmDecodeArgs, "gemm_decode.cu")                 \
   X(gemm_decode_bf16_bf16, GemmDecodeArgs, "gemm_decode.cu")               \
+  X(gemm_stream_f16_f32, GemmStreamArgs, "gemm_stream.cu")                  \
+  X(gemm_stream_f16_f16, GemmStreamArgs, "gemm_stream.cu")                  \
+  X(gemm_stream_bf16_f32, GemmStreamArgs, "gemm_stream.cu")                 \
+  X(gemm_stream_bf16_bf16, GemmStreamArgs, "gemm_stream.cu")                \
   X(qgemm_f32_f32, QGemmArgs, "qgemm.cu")                                   \
   X(qgemm_f16_f16, QGemmArgs, "qgemm.cu")                                   \
   X(qgemm_f16_f32, QGemmArgs, "qgemm.cu")                                   \
@@ -132,7 +136,7 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::HeadNormRopeArgs, kernels::QkvPrepArgs, kernels::SwigluArgs,
                                 kernels::TapArgs, kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
                                 kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
-                                kernels::GemmDecodeArgs, kernels::QGemmArgs, kernels::QGemmTcArgs,
+                                kernels::GemmDecodeArgs, kernels::GemmStreamArgs, kernels::QGemmArgs, kernels::QGemmTcArgs,
                                 kernels::SelectorWalkArgs, kernels::RejectSampleArgs>;
 
 struct KernelInfo {

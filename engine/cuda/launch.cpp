@@ -17,10 +17,25 @@ Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t
   // INVARIANT: the pack is the entry's own struct (checked above), and lowering sized every buffer it
   // points to for the bucket; kernels touch rows below the index header's real counts only.
   // Dynamic shared memory beyond 48 KB was granted when the modules loaded (launchable()).
-  const cudaError_t st = cudaLaunchKernel(static_cast<const void*>(modules.kernel(step.id)), step.grid, step.block,
-                                          params, step.smem, stream);
+  const void* kernel = static_cast<const void*>(modules.kernel(step.id));
+  cudaError_t st = cudaSuccess;
+  if (step.overlap_prior) {
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = step.grid;
+    config.blockDim = step.block;
+    config.dynamicSmemBytes = step.smem;
+    config.stream = stream;
+    config.attrs = &overlap;
+    config.numAttrs = 1;
+    st = cudaLaunchKernelExC(&config, kernel, params);
+  } else {
+    st = cudaLaunchKernel(kernel, step.grid, step.block, params, step.smem, stream);
+  }
   if (st != cudaSuccess) {
-    return cuda_error(st, "cudaLaunchKernel", __FILE__, __LINE__)
+    return cuda_error(st, step.overlap_prior ? "cudaLaunchKernelExC" : "cudaLaunchKernel", __FILE__, __LINE__)
         .context(fmt::format("{} ({}, grid {}x{}, block {}, {} B shared)", step.label, info.entry, step.grid.x,
                              step.grid.y, step.block.x, step.smem));
   }

@@ -7,6 +7,7 @@
 
 #include "engine/core/log.h"
 #include "engine/cuda/check_impl.h"
+#include "engine/cuda/gemm_stream_probe_impl.h"
 #include "engine/cuda/plan_impl.h"
 #include "engine/ir/layout.h"
 
@@ -41,6 +42,10 @@ class Lowering {
   Status lower(size_t i, const ir::LayerNorm& o);
   Status lower(size_t i, const ir::RmsNorm& o);
   Status lower(size_t i, const ir::Gemm& o);
+  // Adds the streaming GEMM for a decoder GEMM of up to 16 rows in place of `gemm` when it is on and a probe
+  // shows it computes the reference's bits (gemm_stream_probe_impl.h); false leaves the GEMM to cuBLASLt.
+  Result<bool> lower_stream_gemm(const Gemm& gemm, const Loc& in, const Loc& out, const void* w, uint32_t rows,
+                                 const std::string& where);
   Status lower(size_t i, const ir::QGemm& o);
   Status lower(size_t i, const ir::Rope& o);
   Status lower(size_t i, const ir::GeGlu& o);
@@ -396,6 +401,14 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
     }
     auto gemm = Gemm::make(device_, algos_, at, r, ops);
     if (!gemm.ok()) return std::move(gemm).error().context(fmt::format("{} at {} rows", where, r));
+    if (rows.size() == 1 && !fused && b == nullptr && act == kernels::kActNone) {
+      // A decode or verify bucket's GEMM on the streaming kernel where it computes the reference's bits.
+      Loc in = a;
+      in.ptr = const_cast<void*>(ops.a);  // the input, or the staging copy made above
+      in.type = shape.ab;
+      TANDEM_ASSIGN(const bool streamed, lower_stream_gemm(*gemm, in, out, ops.w, r, where));
+      if (streamed) return {};
+    }
     plan_.gemms_.push_back(std::move(gemm).value());
     step.gemm.push_back(plan_.gemms_.size() - 1);
   }
@@ -405,6 +418,29 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
     TANDEM_TRY(add(bias_act_step(ctx_, out, fused ? nullptr : b, act), where + " (bias and activation)"));
   }
   return {};
+}
+
+Result<bool> Lowering::lower_stream_gemm(const Gemm& gemm, const Loc& in, const Loc& out, const void* w, uint32_t rows,
+                                         const std::string& where) {
+  const GemmShape& shape = gemm.shape();  // as it runs: a split shape no candidate splits runs in one pass
+  if (!plan_.options_.stream_gemm || !decoder() || rows > kernels::kGemmStreamRows || shape.ab == Dt::kF32 ||
+      !gemm_stream_supported(shape.k, shape.splits, shape.ab, shape.out, shape.accumulate).ok()) {
+    return false;
+  }
+  // Either K layout, permuted first (8-byte loads), where the probe shows cuBLASLt's bits.
+  for (const bool exact : {false, true}) {
+    TANDEM_ASSIGN(const bool same, gemm_stream_same_bits(device_, *plan_.modules_, algos_, shape, gemm.reference(), w,
+                                                         exact));
+    if (!same) continue;
+    TANDEM_ASSIGN(KernelStep step, gemm_stream_step(ctx_, in, out, w, shape.splits, shape.accumulate, exact));
+    step.overlap_prior = plan_.options_.overlap_launches;
+    TANDEM_TRY(add(std::move(step), where));
+    return true;
+  }
+  if (algos_.note_unstreamed(shape)) {
+    log::info("the streaming GEMM does not give cuBLASLt's bits for {}; it stays on cuBLASLt", shape.describe());
+  }
+  return false;
 }
 
 // Codes and scales as uploaded (weights.cpp: raw bytes), read by the qgemm kernel as they are.

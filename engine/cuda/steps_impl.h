@@ -38,6 +38,9 @@ struct KernelStep {
   uint32_t smem = 0;  // dynamic shared memory bytes (kernel_dynamic_smem)
   KernelArgs args;
   std::string label;  // "op 12 layer_norm 'enc.3.mlp_in'": for errors and profiles
+  // Launched with programmatic dependent launch: it may start while the kernel ahead runs, and waits for it
+  // inside (kernels/prelude.cuh wait_prior_grids) before touching anything that kernel writes or reads.
+  bool overlap_prior = false;
 };
 struct GemmStep {
   std::vector<size_t> gemm;  // into the plan's GEMM list: one per row tier, or one for every tier
@@ -192,6 +195,13 @@ GemmDecodeSplit gemm_decode_split(uint32_t k, uint32_t n);
 Status gemm_decode_supported(uint32_t k, Dt ab, Dt out, bool accumulate);
 Result<KernelStep> gemm_decode_step(const StepContext& c, const Loc& a, const Loc& out, const void* w,
                                     const float* bias, bool accumulate);
+
+// The streaming GEMM (steps_gemm_stream.cpp, kernels/gemm_stream.cu): out = a · wᵀ (+ out with accumulate) for
+// up to kernels::kGemmStreamRows rows of f16/bf16 operands, K in `splits` slices (1, 2 or 4) of k / splits
+// (rounded up to 16), as cuBLASLt splits it. Whether its bits equal cuBLASLt's is for a probe to say.
+Status gemm_stream_supported(uint32_t k, uint32_t splits, Dt ab, Dt out, bool accumulate);
+Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Loc& out, const void* w, uint32_t splits,
+                                    bool accumulate, bool exact = false);
 
 // Enqueues one kernel step on `stream`, checking that its argument pack is the entry's.
 Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t stream);

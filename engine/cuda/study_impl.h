@@ -78,12 +78,17 @@ struct SplitStudy {
   double median_us = 0.0;       // weights rotated through more than the L2 holds: each launch reads from HBM
   double weight_tb_per_s = 0.0;
   bool rows_invariant = false;  // the first m rows' bits equal the largest-m run's
+  bool matches_production = false;  // the bits equal production's at the same m
+  uint64_t production_ulps = 0;       // else the largest difference from them, in units of the last place
 };
 
-// The decoder's GEMM shape at each m of `ms` (ascending), every configuration above, `reps` launches each;
-// production_only: only what a decoder plan runs (and the one-pass rule before it).
+// Which configurations a split study runs: what a decoder plan runs (and the one-pass rule before it), that
+// and the streaming GEMM, or everything above.
+enum class SplitStudyParts { kProduction, kStream, kAll };
+
+// The decoder's GEMM shape at each m of `ms` (ascending), the configurations of `parts`, `reps` launches each.
 Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const KernelModules& modules, GemmAlgos& algos,
                                                   const GemmShape& shape, const std::vector<uint32_t>& ms, int reps,
-                                                  bool production_only = false);
+                                                  SplitStudyParts parts = SplitStudyParts::kAll);
 
 }  // namespace tandem::cuda

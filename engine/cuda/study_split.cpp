@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "engine/core/dtype.h"
@@ -74,6 +75,23 @@ Result<std::vector<cublasLtMatmulAlgo_t>> split_candidates(const Device& device,
   return out;
 }
 
+// The largest distance in units of the last place between two outputs of `type` (f32, f16 or bf16 values).
+uint64_t max_ulps(const std::vector<unsigned char>& x, const std::vector<unsigned char>& y, Dt type) {
+  const size_t width = dt_size(type), n = std::min(x.size(), y.size()) / width;
+  uint64_t worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t a = 0, b = 0;
+    std::memcpy(&a, x.data() + i * width, width);
+    std::memcpy(&b, y.data() + i * width, width);
+    const int64_t sign = int64_t{1} << (8 * width - 1);
+    // Sign-magnitude to a monotone integer line.
+    const auto line = [sign](int64_t v) { return (v & sign) != 0 ? -(v & (sign - 1)) : v; };
+    const int64_t d = line(a) - line(b);
+    worst = std::max<uint64_t>(worst, static_cast<uint64_t>(d < 0 ? -d : d));
+  }
+  return worst;
+}
+
 struct Operands {
   std::vector<DeviceBuffer> w;  // copies of one random weight
   DeviceBuffer a, out, bias, workspace;
@@ -83,7 +101,7 @@ struct Operands {
 
 Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const KernelModules& modules, GemmAlgos& algos,
                                                   const GemmShape& shape, const std::vector<uint32_t>& ms, int reps,
-                                                  bool production_only) {
+                                                  SplitStudyParts parts) {
   if (ms.empty()) return std::vector<SplitStudy>{};
   TANDEM_TRY(device.activate());
   const uint32_t top = ms.back();
@@ -115,10 +133,14 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
   };
 
   std::vector<SplitStudy> out;
-  // Runs `make(m, copy)`'s launcher at every m: a bit check on copy 0 against the largest m, then the timing.
+  // The production configuration's bits at each m (studied first), for every other configuration to match.
+  std::map<uint32_t, std::vector<unsigned char>> production_bits;
+  // Runs `make(m, copy)`'s launcher at every m: a bit check on copy 0 against the largest m it takes and
+  // against production at the same m, then the timing.
   using Launcher = std::function<Status()>;
   auto study = [&](const std::string& config, const std::string& algo, int splits,
                    const std::function<Result<Launcher>(uint32_t m, size_t copy)>& make) -> Status {
+    const bool is_production = production_bits.empty();
     std::vector<unsigned char> reference;
     std::vector<SplitStudy> rows;
     for (auto it = ms.rbegin(); it != ms.rend(); ++it) {  // the largest first: its bits are the reference
@@ -127,8 +149,7 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
       for (size_t c = 0; c < o.w.size(); ++c) {
         Result<Launcher> l = make(m, c);
         if (!l.ok()) {
-          if (m == top) return {};  // a configuration that cannot take the largest m is not studied
-          launchers.clear();
+          launchers.clear();  // a configuration that cannot take this m (the streaming GEMM past 16 rows)
           break;
         }
         launchers.push_back(std::move(*l));
@@ -143,8 +164,13 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
       s.algo = algo;
       s.m = m;
       s.splits = splits;
-      if (m == top) reference = got;
+      if (reference.empty()) reference = got;
       s.rows_invariant = std::memcmp(got.data(), reference.data(), bytes) == 0;
+      if (is_production) production_bits[m] = got;
+      if (auto p = production_bits.find(m); p != production_bits.end() && p->second.size() == got.size()) {
+        s.matches_production = std::memcmp(got.data(), p->second.data(), bytes) == 0;
+        if (!s.matches_production) s.production_ulps = max_ulps(got, p->second, shape.out);
+      }
       size_t next = 0;
       TANDEM_ASSIGN(s.median_us, median_us(device, [&] { return launchers[next++ % launchers.size()](); }, reps,
                                            static_cast<int>(launchers.size())));
@@ -176,7 +202,24 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
     TANDEM_TRY(study("one pass (the rule before)", "", 1, production(shape)));
     if (!out.empty()) out.back().algo = chosen;
   }
-  if (production_only) return out;
+  if (parts == SplitStudyParts::kProduction) return out;
+  // The streaming GEMM (kernels/gemm_stream.cu) at up to 16 rows on production's K split, in both K layouts.
+  if (gemm_stream_supported(shape.k, decoder.splits, shape.ab, shape.out, shape.accumulate).ok()) {
+    for (const bool exact : {false, true}) {
+      const auto stream = [&, exact](uint32_t m, size_t copy) -> Result<Launcher> {
+        if (m > kernels::kGemmStreamRows) return Error::make(ErrorKind::kUnsupported, "past the streaming rows");
+        TANDEM_ASSIGN(StudyBatch sb, one_sequence(device, m));
+        auto keep = std::make_shared<DeviceBuffer>(std::move(sb.index));
+        const Loc a = token_loc(o.a, shape.k, shape.ab, "a"), y = token_loc(o.out, shape.n, shape.out, "out");
+        TANDEM_ASSIGN(KernelStep step,
+                      gemm_stream_step(sb.ctx, a, y, o.w[copy].data(), decoder.splits, shape.accumulate, exact));
+        return Launcher([&device, &modules, step, keep] { return launch(modules, step, device.stream()); });
+      };
+      TANDEM_TRY(study(exact ? "stream GEMM (exact k)" : "stream GEMM (permuted k)", "gemm_stream.cu",
+                       static_cast<int>(decoder.splits), stream));
+    }
+  }
+  if (parts == SplitStudyParts::kStream) return out;
   // The decode GEMM (kernels/gemm_decode.cu).
   if (gemm_decode_supported(shape.k, shape.ab, shape.out, shape.accumulate).ok()) {
     const GemmDecodeSplit split = gemm_decode_split(shape.k, shape.n);

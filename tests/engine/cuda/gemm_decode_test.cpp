@@ -5,59 +5,19 @@
 
 #include "engine/cuda/plan_impl.h"
 #include "engine/models/qwen3/qwen3_model.h"
-#include "tests/engine/cuda/gpu_test_util.h"
+#include "tests/engine/cuda/gemm_operands.h"
 #include "tests/engine/models/qwen3/tiny_models.h"
 
 namespace tandem::cuda::test {
 namespace {
 
-struct Case {
-  uint32_t m, k, n;
-  Dt ab, out;
-  bool accumulate, bias;
-};
+using Case = GemmCase;
+using Operands = GemmOperandsHost;
 
-std::string describe(const Case& c) {
-  return fmt::format("m {} k {} n {} {}->{}{}{}", c.m, c.k, c.n, dt_name(c.ab), dt_name(c.out),
-                     c.accumulate ? " accumulate" : "", c.bias ? " bias" : "");
-}
-
-// A device batch of one sequence of `rows` token rows in a bucket of `bucket_rows` (>= rows).
-std::unique_ptr<DeviceBatch> rows_batch(uint32_t rows, uint32_t bucket_rows) {
-  std::mt19937 rng(rows);
-  return device_batch(make_batch({rows}, {0}, 16, rng), ir::Bucket{bucket_rows, 1, bucket_rows});
-}
-
-struct Operands {
-  std::vector<float> a, w, c, bias;  // as the device holds them (16-bit values already rounded)
-  DeviceBuffer ad, wd, bd;
-};
-
-Operands make_operands(const Case& c, std::mt19937& rng) {
-  Operands o;
-  o.a = rounded_to(random_floats(size_t{c.m} * c.k, rng), c.ab);
-  o.w = rounded_to(random_floats(size_t{c.n} * c.k, rng, 1.0f / std::sqrt(static_cast<float>(c.k))), c.ab);
-  o.c = rounded_to(random_floats(size_t{c.m} * c.n, rng), c.out);
-  o.bias = random_floats(c.n, rng);
-  o.ad = typed_buffer(o.a, c.ab);
-  o.wd = typed_buffer(o.w, c.ab);
-  o.bd = to_device(o.bias);
-  return o;
-}
-
-// Runs the GEMM on rows [first, first + rows) of the operands in a bucket of bucket_rows; the output
-// buffer holds those rows' prior values (accumulate) or the sentinel, padding rows the sentinel.
 std::vector<float> run_gemm(const Case& c, const Operands& o, uint32_t first, uint32_t rows, uint32_t bucket_rows) {
-  std::vector<float> a(o.a.begin() + size_t{first} * c.k, o.a.begin() + size_t{first + rows} * c.k);
-  a.resize(size_t{bucket_rows} * c.k, kSentinel);
-  std::vector<float> prior(size_t{bucket_rows} * c.n, kSentinel);
-  if (c.accumulate) std::copy(o.c.begin() + size_t{first} * c.n, o.c.begin() + size_t{first + rows} * c.n, prior.begin());
-  DeviceBuffer ad = typed_buffer(a, c.ab), od = typed_buffer(prior, c.out);
-  const auto batch = rows_batch(rows, bucket_rows);
-  run_step(gemm_decode_step(batch->ctx, make_loc(ad, ir::Rows::kTokens, c.k, c.ab, "a"),
-                            make_loc(od, ir::Rows::kTokens, c.n, c.out, "out"), o.wd.data(),
-                            c.bias ? o.bd.as<float>() : nullptr, c.accumulate));
-  return read_floats(od, size_t{bucket_rows} * c.n, c.out);
+  return run_gemm_rows(c, o, first, rows, bucket_rows, [&](const StepContext& ctx, const Loc& a, const Loc& out) {
+    return gemm_decode_step(ctx, a, out, o.wd.data(), c.bias ? o.bd.as<float>() : nullptr, c.accumulate);
+  });
 }
 
 class GemmDecodeTest : public ::testing::Test {
@@ -93,16 +53,7 @@ TEST_F(GemmDecodeTest, MatchesFloat64) {
     const Operands o = make_operands(c, rng);
     const uint32_t bucket = c.m + 3;  // padding rows must keep the sentinel
     const std::vector<float> got = run_gemm(c, o, 0, c.m, bucket);
-    std::vector<double> want(size_t{c.m} * c.n);
-    for (uint32_t r = 0; r < c.m; ++r) {
-      for (uint32_t j = 0; j < c.n; ++j) {
-        double s = 0.0;
-        for (uint32_t i = 0; i < c.k; ++i) s += double{o.a[size_t{r} * c.k + i]} * o.w[size_t{j} * c.k + i];
-        if (c.bias) s += o.bias[j];
-        if (c.accumulate) s += o.c[size_t{r} * c.n + j];
-        want[size_t{r} * c.n + j] = s;
-      }
-    }
+    const std::vector<double> want = float64_gemm(c, o);
     expect_rows(got, want, c.m, c.n, 2e-5 + storage_tolerance(c.out), describe(c));
   }
 }

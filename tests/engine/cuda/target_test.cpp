@@ -181,6 +181,30 @@ TEST_P(CudaTargetTest, RowsAreBitIdenticalAloneAndInABatch) {
   EXPECT_EQ(together[1].ids.ids, alone[0].ids.ids);
 }
 
+// A decode step's row (one row: the streaming GEMM where its probe passed) has the bits of the same row run
+// inside a batch past 16 rows (cuBLASLt): gemm_impl.h's rule across both GEMM paths.
+TEST_P(CudaTargetTest, ADecodeRowHasItsBitsInsideALargerBatch) {
+  TANDEM_REQUIRE_GPU();
+  const testing::TinyTarget t = testing::random_target(shape(), 14);
+  auto gpu = cuda_backend(GetParam());
+  ASSERT_TRUE(gpu);
+  auto target = make_target(*gpu, t, 4, 96);
+  ASSERT_TRUE(target);
+  testing::Rand r(8);
+  const std::vector<uint32_t> prompt = tokens(r, 12, 96), next = tokens(r, 1, 96), other = tokens(r, 24, 96);
+  std::vector<TargetOut> out, alone, together;
+  const TargetRows prefill{2, prompt, LogitRows::kLast, {}};
+  ASSERT_TRUE(target->forward_fetching_taps({&prefill, 1}, out).ok());
+  const TargetRows step{2, next, LogitRows::kAll, {}};
+  ASSERT_TRUE(target->forward_fetching_taps({&step, 1}, alone).ok());
+  ASSERT_TRUE(target->cache().crop(2, 12).ok());
+  const std::vector<TargetRows> rows = {{0, other, LogitRows::kLast, {}}, {2, next, LogitRows::kAll, {}}};
+  ASSERT_TRUE(target->forward_fetching_taps(rows, together).ok());
+  EXPECT_EQ(together[1].logits.data, alone[0].logits.data);
+  EXPECT_EQ(together[1].taps.data, alone[0].taps.data);
+  EXPECT_EQ(together[1].ids.ids, alone[0].ids.ids);
+}
+
 // The one-launch q/k norm, rotation and cache append (CudaOptions::fuse_qkv_prep, kernels/qkv_prep.cu)
 // changes launches, not results: a prefill and a step after it give the same bits with it and without.
 TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {

@@ -1,8 +1,10 @@
 // The emulated cuBLASLt (tests only): descriptors checked like cuBLASLt's, a heuristic offering three
 // single-pass "algorithms", and D = act(alpha · op(A) · op(B) + beta · C + bias) in column-major terms
-// with FP32 dot products in k order; mismatched shapes and types are rejected, so lowering bugs show.
+// with FP32 dot products in k order (16-bit operands: in steps of 16 k, each summed alone, as the emulated
+// mma.sync sums them); mismatched shapes and types are rejected, so lowering bugs show.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -262,6 +264,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
   // Algorithm 0x7a12 sums k in reverse: its bits differ, as another tile order's would, so the
   // backend's bit-identity probe has something to reject.
   const bool reverse = algo->data[0] == 0x7a12;
+  // 16-bit operands sum in steps of 16 k, as mma.sync m16n8k16 does in the emulator (simt.cpp), so a kernel of
+  // tandem's that chains those steps in k order computes these bits (the streaming GEMM's probe finds it).
+  const bool blocked = la.type != CUDA_R_32F;
   tandem::emu::enqueue(stream, [=] {
     const uint64_t k = x.transa == CUBLAS_OP_T ? la.rows : la.cols;
     const auto ld_a = static_cast<uint64_t>(la.ld), ld_b = static_cast<uint64_t>(lb.ld);
@@ -283,9 +288,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
         const float* ar = arow.data() + i * k;
         const float* bc = bcol.data() + j * k;
         float acc = 0.0f;
-        for (uint64_t p = 0; p < k; ++p) {
-          const uint64_t q = reverse ? k - 1 - p : p;
-          acc += ar[q] * bc[q];
+        if (blocked) {
+          // 16-bit operands run on tensor cores: each step of 16 k is summed on its own, then added.
+          for (uint64_t p0 = 0; p0 < k; p0 += 16) {
+            float step = 0.0f;
+            for (uint64_t p = p0; p < std::min<uint64_t>(k, p0 + 16); ++p) {
+              const uint64_t q = reverse ? k - 1 - p : p;
+              step += ar[q] * bc[q];
+            }
+            acc += step;
+          }
+        } else {
+          for (uint64_t p = 0; p < k; ++p) {
+            const uint64_t q = reverse ? k - 1 - p : p;
+            acc += ar[q] * bc[q];
+          }
         }
         float v = al * acc;
         if (be != 0.0f) v += be * tandem::emu::load(C, lc.type, i + j * ld_c);

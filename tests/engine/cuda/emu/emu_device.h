@@ -40,6 +40,9 @@ inline float shfl_xor(float v, int mask) {
 }
 inline float shfl(float v, int lane) { return ::tandem::emu::warp_read<float>(v, static_cast<unsigned>(lane)); }
 
+// The emulator runs one kernel after another: nothing to wait for, nobody to let in early.
+inline void wait_prior_grids() {}
+inline void allow_dependents() {}
 inline float fast_exp(float x) { return std::exp(x); }
 inline float neg_inf() { return -HUGE_VALF; }
 // The host build never fuses (x86-64 without -mfma), so plain operators round once each.

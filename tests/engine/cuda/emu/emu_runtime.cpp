@@ -307,6 +307,16 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t* kernel, cudaLibrary_t library, co
   return cudaSuccess;
 }
 
+// Programmatic dependent launch changes when a kernel may start, not what it computes: the emulator runs
+// kernels one after another either way (its wait and trigger are no-ops). Other attributes are refused.
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) return fail(cudaErrorInvalidValue);
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id != cudaLaunchAttributeProgrammaticStreamSerialization) return fail(cudaErrorNotSupported);
+  }
+  return cudaLaunchKernel(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream);
+}
+
 cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t stream) {
   tandem::emu::DeviceScope scope;
   const auto* e = static_cast<const tandem::emu::KernelEntry*>(func);

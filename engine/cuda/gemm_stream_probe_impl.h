@@ -1,0 +1,22 @@
+// Whether the streaming GEMM (kernels/gemm_stream.cu) computes exactly cuBLASLt's bits for a decoder GEMM
+// shape: gemm_impl.h's rule lets a kernel other than the reference run a bucket only where a probe shows the
+// same bits, and whether this one's chain of mma steps rounds as cuBLASLt's does is the hardware's to say.
+#pragma once
+
+#include <cublasLt.h>
+
+#include "engine/core/result.h"
+#include "engine/cuda/device_impl.h"
+#include "engine/cuda/gemm_impl.h"
+#include "engine/cuda/modules_impl.h"
+
+namespace tandem::cuda {
+
+// Both run kGemmStreamRows rows of fixed noise (and prior output) against the real weight `w`: the kernel in
+// one K layout (exact or permuted) on shape.splits slices, cuBLASLt on `reference`. False without a probe for
+// shapes the kernel does not take (bias or activation epilogues, k not a multiple of 16, other splits).
+Result<bool> gemm_stream_same_bits(const Device& device, const KernelModules& modules, GemmAlgos& algos,
+                                   const GemmShape& shape, const cublasLtMatmulAlgo_t& reference, const void* w,
+                                   bool exact);
+
+}  // namespace tandem::cuda
