@@ -36,6 +36,7 @@ Status DrafterRunner::load(const config::Model& target, const config::Model& dra
     log::info("drafter {}: warm-up lowered {} plans in {:.1f} s", name_, plans,
               std::chrono::duration<double>(Clock::now() - t0).count());
   }
+  d2h_loading_ = device_to_host_total();
   return ok_status();
 }
 
@@ -211,7 +212,7 @@ Status DrafterRunner::draft_blocks(std::span<spec::Request* const> drafting, uin
 }
 
 uint64_t DrafterRunner::device_to_host_total() const {
-  return backends::device_to_host_bytes(*backend_).value_or(0) + link_->stats().rows_to_host_bytes;
+  return backends::device_to_host_bytes(*backend_).value_or(0) + link_->stats().rows_to_host_bytes - d2h_loading_;
 }
 
 Status DrafterRunner::send_reply(DraftReply& reply) {

@@ -58,7 +58,7 @@ class DrafterRunner final : public RankRunner {
   // The slot holds no request from here on.
   void forget(uint32_t slot);
   // DraftReply::device_to_host_total: the backend's copies to the host and the link's received rows staged
-  // there, since the rank started.
+  // there, since the rank was loaded (the warm-up's lowering, GEMM probes included, is not a round's).
   uint64_t device_to_host_total() const;
   // Sends a reply with the running device-to-host total, and with a draft reply its row proposals
   // (proposal_pieces_).
@@ -85,6 +85,7 @@ class DrafterRunner final : public RankRunner {
   spec::VerifyMode mode_ = spec::VerifyMode::kMatch;
   std::unique_ptr<ir::Backend> backend_;
   std::unique_ptr<models::dflash::Drafter> drafter_;
+  uint64_t d2h_loading_ = 0;  // what loading copied to the host (device_to_host_total counts from there)
   std::map<uint32_t, spec::Request> mirrors_;  // by slot
   // Overlap: row `slot` holds the last tap row settled there, for the slots in last_tap_slots_.
   std::unique_ptr<ir::RowBuffer> last_taps_;

@@ -70,9 +70,9 @@ struct DraftReply {
   // probabilities (8 bytes an id) or only its (id, q) pairs where q is not +0.0 (12 bytes a pair); the
   // target rebuilds the same ids and bits.
   std::vector<std::vector<ir::Distribution>> proposals;
-  // Bytes the drafter rank has copied from its GPU to the host since it started (its backend's copies and
-  // its link's received rows): a running total, so the target counts the difference even across replies it
-  // does not read (a settling ask's). 0 on the CPU backend.
+  // Bytes the drafter rank has copied from its GPU to the host since it was loaded (its backend's copies
+  // and its link's received rows; not its warm-up's): a running total, so the target counts the difference
+  // even across replies it does not read (a settling ask's). 0 on the CPU backend.
   uint64_t device_to_host_total = 0;
   // Per entry of a draft reply: how many of the reply's link rows (in entry order) are its proposals,
   // instead of `proposals` (0: none there). A v1 drafter's q at top_p 1 is softmax(row / T) of its logits
