@@ -1,5 +1,6 @@
 // Overlap on a drafter rank (drafter_runner_impl.h, gen_messages.h Guess): after answering a round's drafts
-// it guesses the next round for the likely accepted lengths, from filler context rows it crops again.
+// it guesses the next round for the likely accepted lengths, from filler context rows it crops again (the
+// slot's last tap row, settled from the runner's device rows), with the picks chosen on the device.
 #include <algorithm>
 
 #include "engine/core/elapsed.h"
@@ -16,50 +17,37 @@ constexpr uint32_t kGuessedShort = 2;
 
 }  // namespace
 
+ir::DeviceRows DrafterRunner::last_tap(uint32_t slot) const {
+  ir::DeviceRows row = last_taps_->view();
+  // INVARIANT: slot < the buffer's generation_.slots rows (run() checked it before keep_last_tap stored it).
+  row.data = static_cast<const uint8_t*>(row.data) + size_t{slot} * row.stride * ir::storage_bytes(row.storage);
+  row.rows = 1;
+  return row;
+}
+
 template <typename P>
 Status DrafterRunner::guess_blocks(std::span<const models::dflash::BlockRows> blocks, uint32_t block,
                                    const std::vector<P*>& which, uint32_t a,
                                    std::vector<std::vector<uint32_t>>& made) {
   made.assign(blocks.size(), {});
-  if (drafter_->version() != 1) {
-    std::vector<spec::Request> temps(blocks.size());
-    std::vector<spec::Request*> requests;
-    for (size_t k = 0; k < blocks.size(); ++k) {
-      spec::Request& t = temps[k];
-      t.slot = blocks[k].slot;
-      t.start = which[k]->start + a;
-      t.settled = t.start;
-      t.tokens.assign(size_t{t.start} + 1, 0);
-      t.tokens.back() = blocks[k].anchor;
-      requests.push_back(&t);
-    }
-    std::vector<spec::Draft> out;
-    TANDEM_TRY(spec::draft(*drafter_, requests, block, spec::VerifyMode::kMatch, out));
-    for (size_t k = 0; k < blocks.size(); ++k) {
-      const bool excluded = a < which[k]->verified.size();
-      if (out[k].tokens.empty() || (excluded && out[k].tokens[0] == which[k]->verified[a])) continue;
-      made[k] = std::move(out[k].tokens);
-    }
-    return ok_status();
-  }
-  std::vector<models::dflash::BlockOut> out;
-  TANDEM_TRY(drafter_->draft(blocks, block, out));
+  // The greedy picks chosen on the device (v1 each row's argmax, v2 the selector walk): only ids come back.
+  std::vector<spec::Request> temps(blocks.size());
+  std::vector<spec::Request*> requests;
   for (size_t k = 0; k < blocks.size(); ++k) {
-    const ir::Tensor2& logits = out[k].logits;
+    spec::Request& t = temps[k];
+    t.slot = blocks[k].slot;
+    t.start = which[k]->start + a;
+    t.settled = t.start;
+    t.tokens.assign(size_t{t.start} + 1, 0);
+    t.tokens.back() = blocks[k].anchor;
+    requests.push_back(&t);
+  }
+  std::vector<spec::Draft> out;
+  TANDEM_TRY(spec::draft(*drafter_, requests, block, spec::VerifyMode::kMatch, out));
+  for (size_t k = 0; k < blocks.size(); ++k) {
     const bool excluded = a < which[k]->verified.size();
-    for (uint32_t row = 0; row < logits.rows; ++row) {
-      const auto values = std::span<const float>(logits.data).subspan(size_t{row} * logits.width, logits.width);
-      uint32_t best = 0;
-      bool found = false;
-      for (uint32_t v = 0; v < values.size(); ++v) {
-        if (row == 0 && excluded && v == which[k]->verified[a]) continue;
-        if (!found || values[v] > values[best]) {
-          best = v;
-          found = true;
-        }
-      }
-      made[k].push_back(best);
-    }
+    if (out[k].tokens.empty() || (excluded && out[k].tokens[0] == which[k]->verified[a])) continue;
+    made[k] = std::move(out[k].tokens);
   }
   return ok_status();
 }
@@ -85,7 +73,7 @@ DraftReply DrafterRunner::guess(const DraftAsk& ask, const DraftReply& drafts) {
     std::vector<uint32_t> verified = e.wants_draft ? drafts.drafts[i] : e.verified;
     const auto n = static_cast<uint32_t>(verified.size());
     auto m = mirrors_.find(e.slot);
-    if (n == 0 || m == mirrors_.end() || m->second.settled != e.start || last_tap_.count(e.slot) == 0 ||
+    if (n == 0 || m == mirrors_.end() || m->second.settled != e.start || last_tap_slots_.count(e.slot) == 0 ||
         e.start + n + ask.block + 1 > capacity_) {
       continue;
     }
@@ -105,7 +93,7 @@ DraftReply DrafterRunner::guess(const DraftAsk& ask, const DraftReply& drafts) {
       std::vector<Pending*> which;
       for (Pending& p : pending) {
         if (a > p.verified.size()) continue;
-        if (a > 0) fill.push_back({p.slot, last_tap_.at(p.slot), {}});
+        if (a > 0) fill.push_back({p.slot, {}, last_tap(p.slot)});
         if (std::find(p.lengths.begin(), p.lengths.end(), a) == p.lengths.end()) continue;
         blocks.push_back({p.slot, a == 0 ? ask.entries[p.entry].bonus : p.verified[a - 1]});
         which.push_back(&p);

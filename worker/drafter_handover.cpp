@@ -69,7 +69,7 @@ ContextMessage DrafterRunner::hand_over(const comm::Packet& p, std::vector<float
 
 void DrafterRunner::forget(uint32_t slot) {
   mirrors_.erase(slot);
-  last_tap_.erase(slot);
+  last_tap_slots_.erase(slot);
   if (slot < drafter_->context().slots()) (void)drafter_->context().release(slot);
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "engine/backends/backend_factory.h"
+#include "engine/backends/row_buffers.h"
 #include "engine/core/elapsed.h"
 #include "engine/core/log.h"
 #include "engine/io/hf_config.h"
@@ -35,6 +36,7 @@ Status DrafterRunner::load(const config::Model& target, const config::Model& dra
     log::info("drafter {}: warm-up lowered {} plans in {:.1f} s", name_, plans,
               std::chrono::duration<double>(Clock::now() - t0).count());
   }
+  d2h_loading_ = device_to_host_total();
   return ok_status();
 }
 
@@ -93,7 +95,7 @@ DraftReply DrafterRunner::answer(const comm::Packet& p, std::optional<DraftAsk>&
   reply.round = ask->round;
   for (uint32_t slot : ask->releases) {
     mirrors_.erase(slot);
-    last_tap_.erase(slot);
+    last_tap_slots_.erase(slot);
   }
   if (ask->entries.empty()) {
     reply.slots_used = static_cast<uint32_t>(mirrors_.size());
@@ -107,6 +109,8 @@ DraftReply DrafterRunner::answer(const comm::Packet& p, std::optional<DraftAsk>&
     for (const DraftEntry& e : ask->entries) mirrors_.erase(e.slot);
     reply.drafts.assign(ask->entries.size(), {});
     reply.proposals.clear();
+    reply.row_proposals.clear();
+    proposal_pieces_.clear();
   }
   reply.slots_used = static_cast<uint32_t>(mirrors_.size());
   return reply;
@@ -154,27 +158,71 @@ Status DrafterRunner::run(const DraftAsk& ask, const comm::Packet& p, DraftReply
     if (ask.entries[i].wants_draft) drafting.push_back(requests[i]);
   }
   std::vector<spec::Draft> drafts;
-  if (!drafting.empty()) TANDEM_TRY(spec::draft(*drafter_, drafting, ask.block, mode_, drafts));
+  if (!drafting.empty()) TANDEM_TRY(draft_blocks(drafting, ask.block, drafts));
   reply.draft_us = us_since(t0);
   size_t k = 0;
   reply.drafts.resize(ask.entries.size());
   reply.proposals.resize(ask.entries.size());
+  reply.row_proposals.assign(ask.entries.size(), 0);
   for (size_t i = 0; i < ask.entries.size(); ++i) {
     if (!ask.entries[i].wants_draft) continue;
     reply.drafts[i] = std::move(drafts[k].tokens);
     reply.proposals[i] = std::move(drafts[k].proposals);
+    reply.row_proposals[i] = drafts[k].device.values.rows;
     ++k;
   }
   return ok_status();
 }
 
+Status DrafterRunner::draft_blocks(std::span<spec::Request* const> drafting, uint32_t block,
+                                   std::vector<spec::Draft>& drafts) {
+  if (mode_ != spec::VerifyMode::kReject || drafter_->version() != 1) {
+    return spec::draft(*drafter_, drafting, block, mode_, drafts);
+  }
+  const size_t group = std::max<uint32_t>(drafter_->block_seqs(block), 1);
+  const uint32_t width = drafter_->draft_vocab();
+  if (drafting.size() > group &&
+      (!proposal_rows_ || proposal_rows_->view().rows < drafting.size() * (block - 1))) {
+    const auto rows = static_cast<uint32_t>(drafting.size()) * (block - 1);
+    TANDEM_ASSIGN(proposal_rows_, backends::make_row_buffer(*backend_, rows, width, ir::Storage::kF32));
+  }
+  drafts.clear();
+  uint32_t kept = 0;  // rows of proposal_rows_ in use
+  for (size_t at = 0; at < drafting.size(); at += group) {
+    std::vector<spec::Draft> made;
+    TANDEM_TRY(spec::draft(*drafter_, drafting.subspan(at, std::min(group, drafting.size() - at)), block, mode_, made,
+                           spec::TapRoute::kDevice));
+    const bool last = at + group >= drafting.size();
+    for (spec::Draft& d : made) {
+      ir::DeviceRows& q = d.device.values;
+      if (!d.device.empty() && !last) {
+        TANDEM_TRY(proposal_rows_->copy(q, 0, q.rows, kept));
+        ir::DeviceRows copied = proposal_rows_->view();
+        // INVARIANT: rows [kept, kept + q.rows) of the buffer (the copy above checked them), f32 packed.
+        copied.data = static_cast<const float*>(copied.data) + size_t{kept} * copied.stride;
+        copied.rows = q.rows;
+        kept += q.rows;
+        q = copied;
+      }
+      if (!d.device.empty()) proposal_pieces_.push_back(q);
+      drafts.push_back(std::move(d));
+    }
+  }
+  return ok_status();
+}
+
 uint64_t DrafterRunner::device_to_host_total() const {
-  return backends::device_to_host_bytes(*backend_).value_or(0) + link_->stats().rows_to_host_bytes;
+  return backends::device_to_host_bytes(*backend_).value_or(0) + link_->stats().rows_to_host_bytes - d2h_loading_;
 }
 
 Status DrafterRunner::send_reply(DraftReply& reply) {
   reply.device_to_host_total = device_to_host_total();
-  return link_->send(encode_reply(reply), comm::RowsOut::none());
+  if (reply.guess || proposal_pieces_.empty()) return link_->send(encode_reply(reply), comm::RowsOut::none());
+  // The q rows go as they are (NCCL: device to device), before a guess's block run could overwrite them.
+  Status s = link_->send(encode_reply(reply), comm::RowsOut::of_pieces(proposal_pieces_, drafter_->draft_vocab(),
+                                                                       *backend_));
+  proposal_pieces_.clear();
+  return s;
 }
 
 Status DrafterRunner::take_rows(const comm::Packet& p, uint32_t at, const DraftEntry& e, spec::Request& m) {
@@ -186,23 +234,35 @@ Status DrafterRunner::take_rows(const comm::Packet& p, uint32_t at, const DraftE
     return Error::make(ErrorKind::kInvalidArgument, "slot {}: rows [{}, {}) of a message of {} rows", e.slot, at,
                        uint64_t{at} + e.rows, p.rows);
   }
-  // Overlap's guesses fill with the slot's last tap row, kept on the host: guess() settles it after later
-  // receives may have reused the link's buffer. Sampled requests under rejection sampling never guess.
+  // Sampled requests under rejection sampling never guess.
   const bool guesses = generation_.overlap && !(mode_ == spec::VerifyMode::kReject && e.temperature > 0.0f);
   if (!p.on_device()) {
     const auto first = p.data.begin() + static_cast<std::ptrdiff_t>(size_t{at} * width);
     m.taps.assign(first, first + static_cast<std::ptrdiff_t>(size_t{e.rows} * width));
-    if (guesses) last_tap_[e.slot].assign(m.taps.end() - width, m.taps.end());
-    return ok_status();
+  } else {
+    m.device_taps = p.device;
+    m.device_taps.data = static_cast<const uint8_t*>(p.device.data) +
+                         size_t{at} * p.device.stride * ir::storage_bytes(p.device.storage);
+    m.device_taps.rows = e.rows;
   }
-  m.device_taps = p.device;
-  m.device_taps.data = static_cast<const uint8_t*>(p.device.data) +
-                       size_t{at} * p.device.stride * ir::storage_bytes(p.device.storage);
-  m.device_taps.rows = e.rows;
-  if (!guesses) return ok_status();
-  ir::Tensor2 last;
-  TANDEM_TRY(backend_->fetch(m.device_taps, e.rows - 1, 1, last));
-  last_tap_[e.slot] = std::move(last.data);
+  return guesses ? keep_last_tap(e.slot, p, at + e.rows - 1) : ok_status();
+}
+
+Status DrafterRunner::keep_last_tap(uint32_t slot, const comm::Packet& p, uint32_t row) {
+  const uint32_t width = drafter_->tap_width();
+  const ir::Storage storage = p.on_device() ? p.device.storage : ir::Storage::kF32;
+  if (!last_taps_ || last_taps_->view().storage != storage) {
+    // The first row kept, or rows of another storage than before: the slots' earlier rows go.
+    TANDEM_ASSIGN(last_taps_, backends::make_row_buffer(*backend_, generation_.slots, width, storage));
+    last_tap_slots_.clear();
+  }
+  // A device-to-device copy where the rows arrived there (an NCCL link's buffer); host rows are written.
+  if (p.on_device()) {
+    TANDEM_TRY(last_taps_->copy(p.device, row, 1, slot));
+  } else {
+    TANDEM_TRY(last_taps_->write(slot, std::span<const float>(p.data).subspan(size_t{row} * width, width)));
+  }
+  last_tap_slots_.insert(slot);
   return ok_status();
 }
 

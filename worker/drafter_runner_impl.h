@@ -2,18 +2,22 @@
 // engine/comm link. Per DraftAsk it settles each request's tap rows into the slot's context (from the
 // link's device buffer on an NCCL link: no host copy) and drafts a block (none for a settling ask); it
 // keeps, per slot, only what drafting needs (position, bonus token, sampling keys, with overlap the last
-// tap row). Under verify: reject it samples drafts at temperature > 0 and sends their proposals q with
-// them. With overlap it answers the drafts first, then guesses the next round (gen_messages.h Guess)
-// while its target verifies (drafter_guesses.cpp). A drain moves contexts between drafters
+// tap row, on its device). Under verify: reject it samples drafts at temperature > 0 and sends their
+// proposals q with them: a v1 drafter's q rows as the reply's link rows, device to device. With overlap
+// it answers the drafts first, then guesses the next round (gen_messages.h Guess) while its target
+// verifies (drafter_guesses.cpp). A drain moves contexts between drafters
 // (context_messages.h, drafter_handover.cpp): it gives a slot's context K/V rows up, or takes them in.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "engine/ir/row_buffer.h"
 
 #include "engine/spec/spec.h"
 #include "worker/batch_runner.h"
@@ -39,6 +43,14 @@ class DrafterRunner final : public RankRunner {
   // Entry `e`'s tap rows, rows [at, at + e.rows) of the message, into its mirror `m`: host rows, or a view
   // of the link's device rows (settled before the next receive).
   Status take_rows(const comm::Packet& p, uint32_t at, const DraftEntry& e, spec::Request& m);
+  // Overlap: row `row` of the message becomes `slot`'s last tap row, copied into last_taps_ (guess()
+  // settles it after later receives may have reused the link's buffer).
+  Status keep_last_tap(uint32_t slot, const comm::Packet& p, uint32_t row);
+  // The drafts of `drafting` (spec::draft). Under rejection sampling a v1 drafter samples them on its
+  // device and leaves q there (spec::TapRoute::kDevice, as a generator does), one block run's worth at a
+  // time; proposal_pieces_ gets their q rows in order (a run's copied into proposal_rows_ first when
+  // another run follows, which would overwrite them).
+  Status draft_blocks(std::span<spec::Request* const> drafting, uint32_t block, std::vector<spec::Draft>& drafts);
   // A drain's context move (context_messages.h): an ask gives each slot's context rows up (those whose
   // context is here whole; every asked slot is freed), rows from the target are taken in. `rows` gets
   // what goes back with the answer.
@@ -46,16 +58,19 @@ class DrafterRunner final : public RankRunner {
   // The slot holds no request from here on.
   void forget(uint32_t slot);
   // DraftReply::device_to_host_total: the backend's copies to the host and the link's received rows staged
-  // there, since the rank started.
+  // there, since the rank was loaded (the warm-up's lowering, GEMM probes included, is not a round's).
   uint64_t device_to_host_total() const;
-  // Sends a reply with the running device-to-host total.
+  // Sends a reply with the running device-to-host total, and with a draft reply its row proposals
+  // (proposal_pieces_).
   Status send_reply(DraftReply& reply);
   // The guesses of the next round (gen_messages.h Guess) for the entries of `ask` that want them, after
   // `drafts` answered it: none where the entry verifies no drafts, has no tap row yet or no room left.
   DraftReply guess(const DraftAsk& ask, const DraftReply& drafts);
-  // The tokens of guess blocks (anchored at each slot's context length, start + a): each row's argmax
-  // with row 1 skipping d_{a+1} for a < n (v1), or the greedy selector walk, no guess where it picks
-  // d_{a+1} (v2).
+  // `slot`'s last tap row in last_taps_ (a slot of last_tap_slots_).
+  ir::DeviceRows last_tap(uint32_t slot) const;
+  // The tokens of guess blocks (anchored at each slot's context length, start + a): the greedy picks (v1
+  // each row's argmax, v2 the selector walk), no guess where row 1 picks d_{a+1} for a < n (the target
+  // rejected it there).
   template <typename P>
   Status guess_blocks(std::span<const models::dflash::BlockRows> blocks, uint32_t block, const std::vector<P*>& which,
                       uint32_t a, std::vector<std::vector<uint32_t>>& made);
@@ -70,8 +85,13 @@ class DrafterRunner final : public RankRunner {
   spec::VerifyMode mode_ = spec::VerifyMode::kMatch;
   std::unique_ptr<ir::Backend> backend_;
   std::unique_ptr<models::dflash::Drafter> drafter_;
+  uint64_t d2h_loading_ = 0;  // what loading copied to the host (device_to_host_total counts from there)
   std::map<uint32_t, spec::Request> mirrors_;  // by slot
-  std::map<uint32_t, std::vector<float>> last_tap_;  // by slot: the last tap row settled there (overlap)
+  // Overlap: row `slot` holds the last tap row settled there, for the slots in last_tap_slots_.
+  std::unique_ptr<ir::RowBuffer> last_taps_;
+  std::set<uint32_t> last_tap_slots_;
+  std::unique_ptr<ir::RowBuffer> proposal_rows_;   // v1 q rows of the ask's earlier block runs
+  std::vector<ir::DeviceRows> proposal_pieces_;    // the last draft reply's row proposals, in entry order
 };
 
 }  // namespace tandem::worker

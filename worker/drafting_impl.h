@@ -66,11 +66,12 @@ std::unique_ptr<Drafting> make_local_drafting(models::dflash::Drafter& drafter, 
                                               spec::TapRoute route);
 // `links` by drafter rank, tap rows of `width`; `wait` bounds each reply (a drafter the coordinator
 // declares dead answers sooner: its link reports it lost). Under kReject a sampled request's draft
-// (temperature > 0) must come with one proposal per token, of ids below `vocab`, or the round fails.
-// `overlap`: ask for guesses (generation.overlap); a sampled request under kReject never uses one (a
-// guess carries no proposals).
+// (temperature > 0) must come with one proposal per token, of ids below `vocab`, or the round fails;
+// the proposals are placed on `backend` (the target's: Draft::device), where the verify rejects, and the
+// links receive their rows there (Link::receive_to_device). `overlap`: ask for guesses
+// (generation.overlap); a sampled request under kReject never uses one (a guess carries no proposals).
 std::unique_ptr<Drafting> make_remote_drafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width,
                                                std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab,
-                                               bool overlap);
+                                               bool overlap, ir::Backend& backend);
 
 }  // namespace tandem::worker

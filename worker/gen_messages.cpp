@@ -24,6 +24,8 @@ constexpr uint32_t kWantsGuess = 2;
 constexpr uint8_t kList = 0;
 constexpr uint8_t kDense = 1;
 constexpr uint8_t kRange = 2;
+// The proposal is the reply's next link row (DraftReply::row_proposals): the form byte alone.
+constexpr uint8_t kRow = 3;
 
 bool is_positive_zero(double v) { return std::bit_cast<uint64_t>(v) == 0; }
 
@@ -141,6 +143,12 @@ std::vector<uint8_t> encode_reply(const DraftReply& reply) {
     w.u32(static_cast<uint32_t>(reply.drafts.size()));
     for (size_t i = 0; i < reply.drafts.size(); ++i) {
       w.u32s(reply.drafts[i]);
+      const uint32_t rows = i < reply.row_proposals.size() ? reply.row_proposals[i] : 0;
+      if (rows > 0) {
+        w.u32(rows);
+        for (uint32_t k = 0; k < rows; ++k) w.u8(kRow);
+        continue;
+      }
       const size_t n = i < reply.proposals.size() ? reply.proposals[i].size() : 0;
       w.u32(static_cast<uint32_t>(n));
       for (size_t k = 0; k < n; ++k) write_proposal(w, reply.proposals[i][k]);
@@ -204,7 +212,8 @@ Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int p
   return ask;
 }
 
-Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32_t vocab) {
+Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32_t vocab, uint32_t rows,
+                                uint32_t width) {
   WireReader r(bytes);
   const uint8_t kind = r.u8("kind");
   DraftReply reply;
@@ -221,6 +230,10 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32
     return malformed_frame("draft reply", peer, bytes.size(),
                            fmt::format("{}: {} entries exceed the {} bytes left", reply.guess ? "guesses" : "drafts", n,
                                        r.left()));
+  }
+  if (reply.guess && rows != 0) {
+    return malformed_frame("draft reply", peer, bytes.size(), fmt::format("guesses carry no rows, the message has {}",
+                                                                          rows));
   }
   if (reply.guess) {
     reply.guesses.resize(n);
@@ -240,6 +253,7 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32
   } else {
     reply.drafts.resize(n);
     reply.proposals.resize(n);
+    reply.row_proposals.assign(n, 0);
     for (uint32_t i = 0; i < n && !r.failed(); ++i) {
       reply.drafts[i] = r.u32s("drafts");
       const uint32_t q = r.u32("drafts.proposals");
@@ -249,14 +263,39 @@ Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32
                                fmt::format("drafts[{}].proposals: {} proposals for {} draft tokens", i, q,
                                            reply.drafts[i].size()));
       }
-      reply.proposals[i].resize(q);
+      // An entry's proposals are all rows (the form byte alone) or all lists.
+      WireReader probe = r;
+      const bool on_rows = q > 0 && probe.u8("drafts.proposals.form") == kRow;
+      reply.proposals[i].resize(on_rows ? 0 : q);
       for (uint32_t k = 0; k < q && !r.failed(); ++k) {
+        probe = r;
+        if (const uint8_t form = probe.u8("drafts.proposals.form"); on_rows || form == kRow) {
+          r.u8("drafts.proposals.form");
+          if (!r.failed() && (form != kRow || !on_rows)) {
+            return malformed_frame("draft reply", peer, bytes.size(),
+                                   fmt::format("drafts[{}].proposals[{}].form: {} among {}", i, k, form,
+                                               on_rows ? "row proposals" : "listed ones"));
+          }
+          continue;
+        }
         const std::string why = read_proposal(r, vocab, reply.proposals[i][k]);
         if (!why.empty()) {
           return malformed_frame("draft reply", peer, bytes.size(),
                                  fmt::format("drafts[{}].proposals[{}]{}", i, k, why));
         }
       }
+      if (on_rows) reply.row_proposals[i] = q;
+    }
+    uint64_t total = 0;
+    for (uint32_t q : reply.row_proposals) total += q;
+    if (!r.failed() && total != rows) {
+      return malformed_frame("draft reply", peer, bytes.size(),
+                             fmt::format("drafts.proposals: {} row proposals, the message carries {} rows", total,
+                                         rows));
+    }
+    if (!r.failed() && rows > 0 && (width == 0 || width > vocab)) {
+      return malformed_frame("draft reply", peer, bytes.size(),
+                             fmt::format("drafts.proposals: rows of {} ids (the vocabulary has {})", width, vocab));
     }
   }
   reply.slots_used = r.u32("slots_used");

@@ -70,17 +70,25 @@ struct DraftReply {
   // probabilities (8 bytes an id) or only its (id, q) pairs where q is not +0.0 (12 bytes a pair); the
   // target rebuilds the same ids and bits.
   std::vector<std::vector<ir::Distribution>> proposals;
-  // Bytes the drafter rank has copied from its GPU to the host since it started (its backend's copies and
-  // its link's received rows): a running total, so the target counts the difference even across replies it
-  // does not read (a settling ask's). 0 on the CPU backend.
+  // Bytes the drafter rank has copied from its GPU to the host since it was loaded (its backend's copies
+  // and its link's received rows; not its warm-up's): a running total, so the target counts the difference
+  // even across replies it does not read (a settling ask's). 0 on the CPU backend.
   uint64_t device_to_host_total = 0;
+  // Per entry of a draft reply: how many of the reply's link rows (in entry order) are its proposals,
+  // instead of `proposals` (0: none there). A v1 drafter's q at top_p 1 is softmax(row / T) of its logits
+  // row over the draft vocabulary (the rows' width), which crosses device to device as it was left, so
+  // the target rejects on its device as a generator does, with the same rows. On the wire each such
+  // proposal is one form byte.
+  std::vector<uint32_t> row_proposals = {};
 };
 
 std::vector<uint8_t> encode_ask(const DraftAsk& ask);
 std::vector<uint8_t> encode_reply(const DraftReply& reply);
-// `peer` names the sender in errors; an ask's rows must add up to `rows` (what the link carried); a
-// proposal over ids 0..n-1 must fit `vocab` (n <= vocab).
+// `peer` names the sender in errors; an ask's rows, and a reply's row proposals, must add up to `rows`
+// (what the link carried); a proposal over ids 0..n-1, or a row proposal's `width`, must fit `vocab`
+// (n <= vocab).
 Result<DraftAsk> decode_ask(std::span<const uint8_t> bytes, uint32_t rows, int peer);
-Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32_t vocab);
+Result<DraftReply> decode_reply(std::span<const uint8_t> bytes, int peer, uint32_t vocab, uint32_t rows = 0,
+                                uint32_t width = 0);
 
 }  // namespace tandem::worker

@@ -1,6 +1,7 @@
 // Remote drafting's rounds (remote_drafting_impl.h): the tap rows of each target run sent at once (settling
 // asks), the asks with the rows still pending (a moved request's recomputed ones), the replies with drafts
-// (and proposals q under verify: reject, checked), the overlap guesses, lost drafters.
+// (and proposals q under verify: reject, checked, then placed on the target's device), the overlap
+// guesses, lost drafters.
 #include <algorithm>
 #include <cstdint>
 
@@ -70,7 +71,8 @@ Status RemoteDrafting::draft(std::span<spec::Request* const> requests, std::span
     // Every entry verifies a guess: the reply is read after the verify (collect).
     if (!asked.wants_drafts) continue;
     comm::Link& link = *links_.at(rank);
-    auto reply = await(link, round, false);
+    comm::Packet rows;
+    auto reply = await(link, round, false, &rows);
     asked.draft_pending = false;
     if (!reply.ok()) {
       if (reply.error().kind() == ErrorKind::kUnavailable) {
@@ -92,11 +94,18 @@ Status RemoteDrafting::draft(std::span<spec::Request* const> requests, std::span
                            requests[idx[k]]->slot, reply->drafts[k].size(), block);
       }
       spec::Draft& d = out[idx[k]];
-      if (!d.tokens.empty()) continue;  // it verifies its guess
+      if (!d.tokens.empty()) {  // it verifies its guess, which carries no q (place_proposals relies on it)
+        if (reply->row_proposals[k] > 0 || !reply->proposals[k].empty()) {
+          return Error::make(ErrorKind::kFormat, "drafter rank {}: slot {}: drafts[{}].proposals: q for a guess it "
+                             "verifies", rank, requests[idx[k]]->slot, k);
+        }
+        continue;
+      }
       d.tokens = std::move(reply->drafts[k]);
       if (k < reply->proposals.size()) d.proposals = std::move(reply->proposals[k]);
-      TANDEM_TRY(check_proposals(*requests[idx[k]], d, rank, k));
+      TANDEM_TRY(check_proposals(*requests[idx[k]], d, reply->row_proposals[k], rank, k));
     }
+    TANDEM_TRY(place_proposals(rank, *reply, rows, idx, out));
     done.drafters.push_back({rank, reply->slots_used, reply->settle_us, reply->draft_us, d2h_since_report(rank)});
   }
   done.wait_us += us_since(t_wait);
@@ -222,14 +231,15 @@ void RemoteDrafting::release(uint32_t slot, int rank) {
   if (!s.ok()) log::warn("releasing slot {} on drafter rank {}: {}", slot, rank, s.error().message());
 }
 
-Status RemoteDrafting::check_proposals(const spec::Request& r, const spec::Draft& d, int rank,
+Status RemoteDrafting::check_proposals(const spec::Request& r, const spec::Draft& d, uint32_t rows, int rank,
                                        size_t k) const {
   const size_t want = needs_proposals(r) ? d.tokens.size() : 0;
-  if (d.proposals.size() != want) {
+  const size_t have = d.proposals.size() + rows;  // decode_reply allows one form per entry
+  if (have != want) {
     return Error::make(ErrorKind::kFormat,
                        "drafter rank {}: slot {}: drafts[{}].proposals: {} proposals for {} draft tokens (verify: "
                        "{}, temperature {})",
-                       rank, r.slot, k, d.proposals.size(), d.tokens.size(),
+                       rank, r.slot, k, have, d.tokens.size(),
                        mode_ == spec::VerifyMode::kReject ? "reject" : "match", r.params.sampling.temperature);
   }
   for (size_t j = 0; j < d.proposals.size(); ++j) {
@@ -239,6 +249,14 @@ Status RemoteDrafting::check_proposals(const spec::Request& r, const spec::Draft
                            "drafter rank {}: slot {}: drafts[{}].proposals[{}].ids: id {} is past the vocabulary "
                            "of {}",
                            rank, r.slot, k, j, id, vocab_);
+      }
+    }
+    for (double q : d.proposals[j].probs) {
+      if (static_cast<double>(static_cast<float>(q)) != q) {
+        return Error::make(ErrorKind::kFormat,
+                           "drafter rank {}: slot {}: drafts[{}].proposals[{}].probs: q {} is not an f32 value (the "
+                           "target's rejection sampling reads f32 q, as a drafter's device leaves it)",
+                           rank, r.slot, k, j, q);
       }
     }
   }
@@ -265,7 +283,7 @@ void RemoteDrafting::lost(int rank, const Error& why) {
   lost_.push_back(rank);
 }
 
-Result<DraftReply> RemoteDrafting::await(comm::Link& link, uint64_t round, bool guess) {
+Result<DraftReply> RemoteDrafting::await(comm::Link& link, uint64_t round, bool guess, comm::Packet* rows) {
   const auto deadline = Clock::now() + wait_;
   for (;;) {
     TANDEM_ASSIGN(std::optional<comm::Packet> p, link.recv(deadline));
@@ -274,11 +292,14 @@ Result<DraftReply> RemoteDrafting::await(comm::Link& link, uint64_t round, bool 
                          round, wait_.count());
     }
     if (is_context_message(p->header)) continue;  // a hand-over's answer that came after its deadline
-    TANDEM_ASSIGN(DraftReply reply, decode_reply(p->header, link.peer(), vocab_));
+    TANDEM_ASSIGN(DraftReply reply, decode_reply(p->header, link.peer(), vocab_, p->rows, p->width));
     // Every reply, also one skipped here (a settling ask's), carries the drafter's running total.
     uint64_t& total = d2h_total_[link.peer()];
     total = std::max(total, reply.device_to_host_total);
-    if (reply.round == round && reply.guess == guess) return reply;
+    if (reply.round == round && reply.guess == guess) {
+      if (rows != nullptr) *rows = std::move(*p);
+      return reply;
+    }
     if (reply.round == round && guess) continue;
     if (reply.round == round) {
       return Error::make(ErrorKind::kFormat, "drafter rank {} sent its guesses past round {} before the drafts",
@@ -293,8 +314,8 @@ Result<DraftReply> RemoteDrafting::await(comm::Link& link, uint64_t round, bool 
 
 std::unique_ptr<Drafting> make_remote_drafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width,
                                                std::chrono::milliseconds wait, spec::VerifyMode mode, uint32_t vocab,
-                                               bool overlap) {
-  return std::make_unique<RemoteDrafting>(std::move(links), width, wait, mode, vocab, overlap);
+                                               bool overlap, ir::Backend& backend) {
+  return std::make_unique<RemoteDrafting>(std::move(links), width, wait, mode, vocab, overlap, backend);
 }
 
 }  // namespace tandem::worker

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/ir/row_buffer.h"
 #include "worker/context_messages.h"
 #include "worker/drafting_impl.h"
 #include "worker/gen_messages.h"
@@ -24,8 +25,11 @@ namespace tandem::worker {
 class RemoteDrafting final : public Drafting {
  public:
   RemoteDrafting(std::map<int, std::unique_ptr<comm::Link>> links, uint32_t width, std::chrono::milliseconds wait,
-                 spec::VerifyMode mode, uint32_t vocab, bool overlap)
-      : links_(std::move(links)), width_(width), wait_(wait), mode_(mode), vocab_(vocab), overlap_(overlap) {}
+                 spec::VerifyMode mode, uint32_t vocab, bool overlap, ir::Backend& backend)
+      : links_(std::move(links)), width_(width), wait_(wait), mode_(mode), vocab_(vocab), overlap_(overlap),
+        backend_(backend) {
+    for (auto& [rank, link] : links_) link->receive_to_device(backend_);
+  }
 
   Status draft(std::span<spec::Request* const> requests, std::span<const int> drafters, uint32_t block,
                uint64_t round, std::vector<spec::Draft>& out, RoundDone& done) override;
@@ -47,7 +51,15 @@ class RemoteDrafting final : public Drafting {
   bool needs_proposals(const spec::Request& r) const {
     return mode_ == spec::VerifyMode::kReject && r.params.sampling.temperature > 0.0f;
   }
-  Status check_proposals(const spec::Request& r, const spec::Draft& d, int rank, size_t k) const;
+  // Entry k of a reply: as many proposals as `r` needs (listed in d.proposals, or `rows` link rows), ids
+  // inside the vocabulary, each listed q an f32 value (the target's RejectSample reads f32 q).
+  Status check_proposals(const spec::Request& r, const spec::Draft& d, uint32_t rows, int rank, size_t k) const;
+  // The proposals of drafter `rank`'s reply (entries `idx` of `out`) where the target's RejectSample reads
+  // them (spec::Draft::device): row proposals stay where the link received them, or host rows are
+  // written to the target's backend; listed (id, q) ones are written there as candidates and f32 q
+  // (remote_proposals.cpp).
+  Status place_proposals(int rank, const DraftReply& reply, const comm::Packet& rows, std::span<const size_t> idx,
+                         std::vector<spec::Draft>& out);
 
   struct Asked {
     uint64_t round = 0;
@@ -74,7 +86,8 @@ class RemoteDrafting final : public Drafting {
   uint64_t d2h_since_report(int rank);
   // The reply (drafts, or with `guess` the guesses) to `round`, skipping replies to earlier rounds (a
   // round that failed before reading them) and, for the guesses, the round's draft reply.
-  Result<DraftReply> await(comm::Link& link, uint64_t round, bool guess);
+  // `rows`, when given, gets the reply's link rows (its proposal rows).
+  Result<DraftReply> await(comm::Link& link, uint64_t round, bool guess, comm::Packet* rows = nullptr);
 
   std::map<int, std::unique_ptr<comm::Link>> links_;
   uint32_t width_;
@@ -91,6 +104,14 @@ class RemoteDrafting final : public Drafting {
   bool overlap_;
   std::map<int, Asked> asked_;          // this round's asks, by drafter rank
   std::map<uint32_t, std::vector<Guess>> guesses_;  // by slot: the next round's guesses
+  ir::Backend& backend_;
+  // Per drafter rank: the target-side rows its proposals are placed in (place_proposals), grown as needed.
+  struct Placed {
+    std::unique_ptr<ir::RowBuffer> rows, ids, q;
+    std::vector<uint32_t> host_ids;
+    std::vector<float> host_q;
+  };
+  std::map<int, Placed> placed_;
 };
 
 }  // namespace tandem::worker

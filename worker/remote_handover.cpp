@@ -18,14 +18,20 @@ Status RemoteDrafting::hand_over(int from, std::span<Handoff> handoffs, uint64_t
   auto rows = exchange(from, ask, comm::RowsOut::none(), ContextKind::kRows);
   if (!rows) return ok_status();
   done.drafters.push_back({from, rows->first.slots_used, 0, 0});
+  // The links receive rows on the target's device (for the proposals q); a drain's context rows, rare,
+  // come to the host here to be regrouped.
+  const comm::Packet& p = rows->second;
+  ir::Tensor2 fetched;
+  if (p.on_device()) TANDEM_TRY(backend_.fetch(p.device, 0, p.rows, fetched));
+  const std::span<const float> given = p.on_device() ? std::span<const float>(fetched.data) : p.data;
   // The rows go on to each new drafter as they came, grouped by drafter, in the order asked.
   std::map<int, std::pair<ContextMessage, std::vector<float>>> onward;
-  const uint32_t width = rows->second.width;
+  const uint32_t width = p.width;
   size_t at = 0;
   for (size_t i = 0; i < handoffs.size(); ++i) {
     const ContextEntry& got = rows->first.entries[i];
     const size_t n = size_t{got.length} * width;
-    const auto part = std::span<const float>(rows->second.data).subspan(at, n);
+    const auto part = given.subspan(at, n);
     at += n;
     if (got.length != handoffs[i].length || handoffs[i].to == from || !alive(handoffs[i].to)) continue;
     if (got.length == 0) {  // nothing settled yet: its next ask starts the context on `to` afresh

@@ -66,14 +66,14 @@ class TargetRunner final : public RankRunner {
     TANDEM_ASSIGN(backend_, make_rank_backend(backend));
     mode_ = generation_.verify == config::Verify::kReject ? spec::VerifyMode::kReject : spec::VerifyMode::kMatch;
     // Rejection sampling reads the target's logits on the host only where the proposals are there: a
-    // target rank (they come from drafter ranks) or the CPU reference; a generator on a GPU rejects on it.
-    const bool host_logits =
-        mode_ == spec::VerifyMode::kReject && (role_ == "target" || backend_->caps().name == "cpu");
+    // generator on the CPU reference. A generator on a GPU rejects on it, and so does a target rank, whose
+    // drafter ranks' proposals are placed on its backend (remote_proposals.cpp).
+    const bool host_logits = mode_ == spec::VerifyMode::kReject && role_ != "target" && backend_->caps().name == "cpu";
     models::qwen3::TargetOptions topt{dcfg.target_layer_ids, generation_.slots, capacity_, nullptr, host_logits};
     TANDEM_ASSIGN(target_, models::qwen3::Target::open(*backend_, target.dir, topt));
     if (role_ == "target") {
       drafting_ = make_remote_drafting(std::move(links), target_->tap_width(), wait, mode_, target_->vocab(),
-                                       generation_.overlap);
+                                       generation_.overlap, *backend_);
       return warm_up(stopping);
     }
     models::dflash::DrafterOptions dopt{generation_.slots, capacity_, block_, std::nullopt, nullptr};

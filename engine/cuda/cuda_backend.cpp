@@ -15,6 +15,7 @@
 #include "engine/cuda/gemm_impl.h"
 #include "engine/cuda/modules_impl.h"
 #include "engine/cuda/plan_impl.h"
+#include "engine/cuda/row_buffer_impl.h"
 #include "engine/cuda/weights_impl.h"
 
 namespace tandem::cuda {
@@ -290,6 +291,16 @@ Result<std::unique_ptr<StreamMarks>> make_stream_marks(ir::Backend& backend) {
                        backend.caps().name);
   }
   return std::unique_ptr<StreamMarks>(new CudaStreamMarks(b->device()));
+}
+
+Result<std::unique_ptr<ir::RowBuffer>> make_cuda_row_buffer(ir::Backend& backend, uint32_t rows, uint32_t width,
+                                                            ir::Storage storage) {
+  auto* b = dynamic_cast<CudaBackend*>(&backend);
+  if (b == nullptr) {
+    return Error::make(ErrorKind::kInvalidArgument, "CUDA row buffers are kept for a CUDA backend, not '{}'",
+                       backend.caps().name);
+  }
+  return make_row_buffer(b->device(), backend, rows, width, storage);
 }
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options) {

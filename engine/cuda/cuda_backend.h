@@ -9,6 +9,7 @@
 
 #include "engine/core/result.h"
 #include "engine/ir/backend.h"
+#include "engine/ir/row_buffer.h"
 
 namespace tandem::cuda {
 
@@ -80,6 +81,10 @@ struct CudaTransfers {
 };
 // The counts of a backend made by make_cuda_backend; an error for any other backend.
 Result<CudaTransfers> cuda_transfers(const ir::Backend& backend);
+
+// Rows kept on the device of a backend made by make_cuda_backend (row_buffer.cpp); an error for any other.
+Result<std::unique_ptr<ir::RowBuffer>> make_cuda_row_buffer(ir::Backend& backend, uint32_t rows, uint32_t width,
+                                                            ir::Storage storage);
 
 // Device time on a CUDA backend's stream between marks (CUDA events), for benchmarks that time host-driven
 // steps (bench/cuda_spec): mark() between steps, then read_ms() for the time from the first mark to each

@@ -2,7 +2,8 @@
 // (with the overlap's flags, verified drafts and guess replies) and proposals q bit for bit, and every
 // malformed header is refused naming the sender, the field and the numbers (a proposal count or a
 // probability count that does not match); each q takes its smallest exact form (its list, a dense range,
-// or a range's pairs where q is not +0.0) and comes back the same bits; the link frame
+// or a range's pairs where q is not +0.0) and comes back the same bits, or is one of the link's rows (a
+// form byte, counted against the rows carried); the link frame
 // and the host link (engine/comm) carry headers and rows intact between two in-process pipe ends and
 // report a closed end as a lost peer.
 #include <gtest/gtest.h>
@@ -272,14 +273,72 @@ TEST(GenMessages, MalformedProposalsAreRefusedNamingTheField) {
                "malformed draft reply from rank 4 (83 bytes): truncated at drafts.proposals.probs");
 }
 
+// A v1 drafter's q rows cross as the reply's link rows: one form byte a proposal in the header, the
+// entry's count of them back, in entry order; the rows must add up to what the link carried and fit the
+// vocabulary, and an entry's proposals are all rows or all lists.
+DraftReply reply_with_rows() {
+  DraftReply r{9, {{5, 6}, {}, {7, 8}}, 1, 0, 0, false, {}, {}};
+  r.proposals.resize(3);
+  r.row_proposals = {2, 0, 2};
+  return r;
+}
+
+TEST(GenMessages, RowProposalsRoundTripAsAFormByteEach) {
+  const DraftReply r = reply_with_rows();
+  const auto bytes = encode_reply(r);
+  // Beside the drafts (kind, round, count, three drafts with their q counts, the trailer): a byte a q.
+  EXPECT_EQ(bytes.size(), 1 + 8 + 4 + 3 * 4 + (2 + 0 + 2) * 4 + 3 * 4 + 4 + 8 + 8 + 8 + 4 * 1);
+  auto back = decode_reply(bytes, 2, kVocab, 4, kVocab);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->drafts, r.drafts);
+  EXPECT_EQ(back->row_proposals, (std::vector<uint32_t>{2, 0, 2}));
+  for (const auto& q : back->proposals) EXPECT_TRUE(q.empty());
+  // Without row proposals every count is 0.
+  back = decode_reply(encode_reply(reply_with_proposals()), 2, kVocab);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->row_proposals, (std::vector<uint32_t>{0, 0}));
+}
+
+TEST(GenMessages, RowProposalsMustMatchTheLinksRows) {
+  const auto bytes = encode_reply(reply_with_rows());
+  const std::string at = "malformed draft reply from rank 4 (" + std::to_string(bytes.size()) + " bytes): ";
+  expect_error(decode_reply(bytes, 4, kVocab, 3, kVocab),
+               at + "drafts.proposals: 4 row proposals, the message carries 3 rows");
+  expect_error(decode_reply(bytes, 4, kVocab, 0, 0),
+               at + "drafts.proposals: 4 row proposals, the message carries 0 rows");
+  expect_error(decode_reply(bytes, 4, 11, 4, 12), at + "drafts.proposals: rows of 12 ids (the vocabulary has 11)");
+  expect_error(decode_reply(encode_reply(reply_with_proposals()), 4, kVocab, 2, kVocab),
+               "malformed draft reply from rank 4 (131 bytes): drafts.proposals: 0 row proposals, the message "
+               "carries 2 rows");
+  // A list among row proposals, and a row among listed ones.
+  DraftReply mixed = reply_with_rows();
+  mixed.row_proposals[0] = 0;
+  mixed.proposals[0] = {{{5}, {1.0}}, {{6}, {1.0}}};
+  auto mixed_bytes = encode_reply(mixed);
+  const size_t second_q = 1 + 8 + 4 + (4 + 2 * 4) + 4 + (1 + (4 + 4) + (4 + 8));  // entry 0's second q form
+  mixed_bytes[second_q] = 3;
+  expect_error(decode_reply(mixed_bytes, 4, kVocab, 3, kVocab),
+               "malformed draft reply from rank 4 (" + std::to_string(mixed_bytes.size()) +
+                   " bytes): drafts[0].proposals[1].form: 3 among listed ones");
+  auto rows_bytes = encode_reply(reply_with_rows());
+  rows_bytes[1 + 8 + 4 + (4 + 2 * 4) + 4 + 1] = 0;  // entry 0's second q: a list form
+  expect_error(decode_reply(rows_bytes, 4, kVocab, 4, kVocab),
+               at + "drafts[0].proposals[1].form: 0 among row proposals");
+  // Guesses carry no rows.
+  expect_error(decode_reply(encode_reply(sample_guesses()), 4, kVocab, 1, kVocab),
+               "malformed draft reply from rank 4 (" + std::to_string(encode_reply(sample_guesses()).size()) +
+                   " bytes): guesses carry no rows, the message has 1");
+}
+
 TEST(GenMessages, RandomMutationsNeverCrash) {
   std::mt19937 rng(11);
   const auto ask = encode_ask(sample_ask());
   const auto plain = encode_reply(DraftReply{41, {{1, 2, 3}, {4}}, 3, 10, 20, false, {}, {}});
   const auto with_q = encode_reply(reply_with_proposals());
   const auto guesses = encode_reply(sample_guesses());
+  const auto rows = encode_reply(reply_with_rows());
   for (int i = 0; i < 8000; ++i) {
-    auto bytes = (i % 2) ? ask : (i % 6 == 0 ? plain : i % 6 == 2 ? with_q : guesses);
+    auto bytes = (i % 2) ? ask : (i % 8 == 0 ? plain : i % 8 == 2 ? with_q : i % 8 == 4 ? rows : guesses);
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
       switch (rng() % 3) {
@@ -291,6 +350,7 @@ TEST(GenMessages, RandomMutationsNeverCrash) {
     }
     (void)decode_ask(bytes, static_cast<uint32_t>(rng() % 8), 1);
     (void)decode_reply(bytes, 1, kVocab);
+    (void)decode_reply(bytes, 1, kVocab, static_cast<uint32_t>(rng() % 6), kVocab);
   }
 }
 

@@ -1,7 +1,8 @@
 // Remote drafting under rejection sampling (worker/drafting_impl.h): a drafter rank's proposals q reach
-// the target's drafts intact, and a reply whose q is missing, short, or names an id past the vocabulary
-// is refused naming the rank, the slot and the field; under sample-and-match no q is expected. A target
-// run's tap rows go to the drafter as the run ends.
+// the target's drafts intact and are placed on the target's backend (listed ones as candidates and f32 q,
+// row proposals as the rows that came), and a reply whose q is missing, short, not f32, or names an id
+// past the vocabulary is refused naming the rank, the slot and the field; under sample-and-match no q is
+// expected. A target run's tap rows go to the drafter as the run ends.
 #include <gtest/gtest.h>
 
 #include "engine/comm/comm.h"
@@ -29,6 +30,7 @@ spec::Request sampled_request(uint32_t slot, float temperature) {
 }
 
 struct Pair {
+  std::unique_ptr<ir::Backend> target;  // the target rank's backend, where the proposals are placed
   std::unique_ptr<Drafting> drafting;
   std::unique_ptr<comm::Link> drafter;  // the test plays the drafter rank (rank 2)
 };
@@ -37,16 +39,37 @@ Pair make_pair_for(spec::VerifyMode mode) {
   auto [a, b] = comm::make_local_pipes(1, 2);
   std::map<int, std::unique_ptr<comm::Link>> links;
   links.emplace(2, comm::make_host_link(std::move(a)));
-  return {make_remote_drafting(std::move(links), kWidth, std::chrono::milliseconds(2000), mode, kVocab,
-                              /*overlap=*/false),
-          comm::make_host_link(std::move(b))};
+  Pair p;
+  p.target = cpu::make_cpu_backend(1);
+  p.drafting = make_remote_drafting(std::move(links), kWidth, std::chrono::milliseconds(2000), mode, kVocab,
+                                    /*overlap=*/false, *p.target);
+  p.drafter = comm::make_host_link(std::move(b));
+  return p;
+}
+
+// Rows [0, rows) × width of device rows on the CPU backend (host memory), as floats or ids.
+std::vector<float> values_of(const ir::DeviceRows& d) {
+  std::vector<float> out;
+  for (uint32_t r = 0; r < d.rows; ++r) {
+    const auto* row = static_cast<const float*>(d.data) + size_t{r} * d.stride;
+    out.insert(out.end(), row, row + d.width);
+  }
+  return out;
+}
+std::vector<uint32_t> ids_of(const ir::DeviceRows& d) {
+  std::vector<uint32_t> out;
+  for (uint32_t r = 0; r < d.rows; ++r) {
+    const auto* row = static_cast<const uint32_t*>(d.data) + size_t{r} * d.stride;
+    out.insert(out.end(), row, row + d.width);
+  }
+  return out;
 }
 
 // Sends `reply` for round 7 ahead (the link keeps it in order) and runs the target's side of round 7;
 // `done` gets the round's figures (the data plane's bytes).
 Status draft_with(Pair& p, spec::Request& r, const DraftReply& reply, std::vector<spec::Draft>& out,
-                  RoundDone* done = nullptr) {
-  EXPECT_TRUE(p.drafter->send(encode_reply(reply), comm::RowsOut::none()).ok());
+                  RoundDone* done = nullptr, const comm::RowsOut& rows = comm::RowsOut::none()) {
+  EXPECT_TRUE(p.drafter->send(encode_reply(reply), rows).ok());
   std::vector<spec::Request*> requests = {&r};
   const std::vector<int> drafters = {2};
   RoundDone own;
@@ -72,6 +95,16 @@ TEST(RemoteDrafting, ProposalsReachTheDraftsIntact) {
   EXPECT_EQ(out[0].proposals[0].ids, q[0].ids);
   EXPECT_EQ(out[0].proposals[0].probs, q[0].probs);
   EXPECT_EQ(out[0].proposals[1].ids, q[1].ids);
+  // ... and on the target's backend, where its verify rejects: candidates and f32 q, a row a draft token,
+  // the shorter list padded with an id it lacks at q 0.
+  const ir::ProposalRows& placed = out[0].device;
+  ASSERT_FALSE(placed.empty());
+  ASSERT_FALSE(placed.dense());
+  EXPECT_EQ(placed.values.owner, p.target.get());
+  EXPECT_EQ(placed.ids.owner, p.target.get());
+  EXPECT_EQ(placed.values.rows, 2u);
+  EXPECT_EQ(ids_of(placed.ids), (std::vector<uint32_t>{3, 4, 8, 0}));
+  EXPECT_EQ(values_of(placed.values), (std::vector<float>{0.75f, 0.25f, 1.0f, 0.0f}));
   // The ask the drafter rank got: the request's block, at its position, with its sampling keys.
   auto ask = p.drafter->recv(comm::Clock::now() + std::chrono::seconds(2));
   ASSERT_TRUE(ask.ok() && ask->has_value());
@@ -107,6 +140,53 @@ TEST(RemoteDrafting, ASparseProposalCrossesAsItsPairs) {
   EXPECT_EQ(frame, (1 + 8 + 4 + (4 + 8) + 4 + 4 + 8 + 8 + 8) + 2 * (1 + 4 + (4 + 8) + (4 + 16)));
   EXPECT_GE(done.bytes_received, frame);
   EXPECT_LT(done.bytes_received, frame + 64);  // the link's framing only
+}
+
+// A v1 drafter's q rows (its logits rows over the draft vocabulary) come as the reply's link rows; the
+// target places them on its backend as they came, one row a draft token, for its verify to reject there
+// (q = softmax(row / T)). A host link brings them to the host, so they are written there; an NCCL link
+// leaves them in its device buffer (cuda_served_round_test).
+TEST(RemoteDrafting, RowProposalsArePlacedOnTheTargetsBackend) {
+  Pair p = make_pair_for(spec::VerifyMode::kReject);
+  spec::Request r = sampled_request(1, 0.8f);
+  DraftReply reply = reply_with({});
+  reply.row_proposals = {2};
+  std::vector<float> rows(2 * kVocab);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = 0.5f * static_cast<float>(i % 7) - 1.0f;
+  std::vector<spec::Draft> out;
+  RoundDone done;
+  Status s = draft_with(p, r, reply, out, &done, comm::RowsOut::of_host(rows, kVocab));
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(out[0].tokens, (std::vector<uint32_t>{3, 8}));
+  EXPECT_TRUE(out[0].proposals.empty());
+  const ir::ProposalRows& placed = out[0].device;
+  ASSERT_FALSE(placed.empty());
+  EXPECT_TRUE(placed.dense());
+  EXPECT_EQ(placed.values.owner, p.target.get());
+  EXPECT_EQ(placed.values.rows, 2u);
+  EXPECT_EQ(placed.values.width, kVocab);
+  EXPECT_EQ(values_of(placed.values), rows);
+  EXPECT_GT(done.bytes_received, rows.size() * sizeof(float));
+  // Rows for fewer draft tokens than drafted are refused by count.
+  reply.row_proposals = {1};
+  s = draft_with(p, r, reply, out, nullptr, comm::RowsOut::of_host(std::span<const float>(rows).first(kVocab), kVocab));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "malformed draft reply from rank 2 (" + std::to_string(encode_reply(reply).size()) +
+                " bytes): drafts[0].proposals: 1 proposals for 2 draft tokens");
+}
+
+// Listed q go to the target's device as f32 (as a drafter's device leaves a v2 selector's q): a q that is
+// not an f32 value would be rounded there, so it is refused naming the field.
+TEST(RemoteDrafting, ListedProposalsMustBeF32Values) {
+  Pair p = make_pair_for(spec::VerifyMode::kReject);
+  spec::Request r = sampled_request(1, 0.8f);
+  std::vector<spec::Draft> out;
+  Status s = draft_with(p, r, reply_with({{{3, 4}, {0.75, 0.25}}, {{8, 2}, {0.1 + 0.2, 0.7}}}), out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "drafter rank 2: slot 1: drafts[0].proposals[1].probs: q 0.30000000000000004 is not an f32 value (the "
+            "target's rejection sampling reads f32 q, as a drafter's device leaves it)");
 }
 
 TEST(RemoteDrafting, MissingProposalsAreRefusedNamingTheField) {

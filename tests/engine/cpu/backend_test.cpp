@@ -243,3 +243,47 @@ TEST(CpuBackend, CachesNeedAMatchingStateAndRowsInsideIt) {
 
 }  // namespace
 }  // namespace tandem::cpu::testing
+
+namespace tandem::cpu::testing {
+namespace {
+
+// Row buffers (engine/ir/row_buffer.h): rows the caller keeps in the backend's "device" (host memory),
+// copied from device rows of the backend at a stride or written from the host, read back through view()
+// as rows of the backend; a copy of rows of another width, storage or backend, or past either end, and a
+// write of part of a row, are refused naming the numbers.
+TEST(CpuBackend, RowBuffersKeepCopiedAndWrittenRows) {
+  auto backend = make_cpu_backend(1);
+  auto other = make_cpu_backend(1);
+  auto buffer = make_cpu_row_buffer(*backend, 3, 2, ir::Storage::kF32);
+  ASSERT_TRUE(buffer.ok()) << buffer.error().message();
+  ir::RowBuffer& b = **buffer;
+  const std::vector<float> output = {1, 2, -1, 3, 4, -1, 5, 6, -1};  // 3 rows of 2, stride 3
+  const ir::DeviceRows rows{output.data(), 3, 2, 3, ir::Storage::kF32, backend.get()};
+  ASSERT_TRUE(b.copy(rows, 1, 2, 0).ok());
+  const std::vector<float> host = {7, 8};
+  ASSERT_TRUE(b.write(2, std::span<const float>(host)).ok());
+  const ir::DeviceRows v = b.view();
+  EXPECT_EQ(v.owner, backend.get());
+  EXPECT_EQ(v.rows, 3u);
+  EXPECT_EQ(v.stride, 2u);
+  const auto* kept = static_cast<const float*>(v.data);
+  EXPECT_EQ(std::vector<float>(kept, kept + 6), (std::vector<float>{3, 4, 5, 6, 7, 8}));
+
+  ir::DeviceRows elsewhere = rows;
+  elsewhere.owner = other.get();
+  EXPECT_EQ(b.copy(elsewhere, 0, 1, 0).error().message(),
+            "copying 1 rows of 2 f32 into a row buffer of 2 f32 held by another backend");
+  EXPECT_EQ(b.copy(rows, 2, 2, 0).error().message(), "copying rows 2..4 of 3 into rows 0..2 of a row buffer of 3");
+  EXPECT_EQ(b.write(2, std::span<const float>(output).first(4)).error().message(),
+            "writing rows 2..4 of a row buffer of 3");
+  EXPECT_EQ(b.write(0, std::span<const float>(output).first(3)).error().message(),
+            "writing 3 f32 values into a row buffer of 3 rows of 2 f32");
+  const std::vector<uint32_t> ids = {1, 2};
+  EXPECT_EQ(b.write(0, std::span<const uint32_t>(ids)).error().message(),
+            "writing 2 u32 values into a row buffer of 3 rows of 2 f32");
+  EXPECT_EQ(make_cpu_row_buffer(*backend, 1, 1, ir::Storage::kBF16).error().message(),
+            "a cpu row buffer of bf16 rows: the cpu backend keeps f32 and u32 rows");
+}
+
+}  // namespace
+}  // namespace tandem::cpu::testing

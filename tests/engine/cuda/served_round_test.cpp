@@ -7,7 +7,7 @@
 // a round (through the host, every verify copies at least one kept tap row per request, and rejection
 // sampling a logits row per draft). Greedy and sample-and-match output equals plain decoding on the same
 // backend token for token. Split target and drafter ranks on two CUDA devices (NCCL between them) copy ids
-// only on the target too.
+// only on both ranks too, rejection sampling included (the drafts' q rows cross device to device).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,8 +40,8 @@ config::Deployment cuda_deployment(uint32_t slots, config::Verify verify) {
 
 // `split` (architecture.md "A speculative round, drafter on another GPU"): rank 1 the target, rank 2 its
 // drafter, both CUDA, so an NCCL link joins them (the emulator's one device; devices 0 and 1 on GPUs).
-config::Deployment cuda_split_deployment(uint32_t slots, bool overlap,
-                                         ir::Precision precision = ir::Precision::kF32) {
+config::Deployment cuda_split_deployment(uint32_t slots, bool overlap, ir::Precision precision = ir::Precision::kF32,
+                                         config::Verify verify = config::Verify::kMatch) {
   config::Deployment d = coordinator::test::deployment(0, slots, 1);
   for (size_t r = 1; r < d.ranks.size(); ++r) {
     d.ranks[r].backend.name = "cuda";
@@ -51,6 +51,7 @@ config::Deployment cuda_split_deployment(uint32_t slots, bool overlap,
   d.generation.block_size = kBlock;
   d.generation.kv_capacity = 128;
   d.generation.overlap = overlap;
+  d.generation.verify = verify;
   return d;
 }
 
@@ -87,6 +88,7 @@ struct Served {
   uint32_t accepted = 0;
   uint64_t rounds = 0;
   uint64_t d2h_bytes = 0;
+  uint64_t drafter_d2h_bytes = 0;  // split: the drafter rank's
   std::string metrics;
 };
 
@@ -106,6 +108,7 @@ Served serve(const config::Deployment& d, const std::vector<GenerationRequest>& 
   const auto view = job.scheduler().targets().at(0);
   out.rounds = view.rounds;
   out.d2h_bytes = view.device_to_host_bytes;
+  out.drafter_d2h_bytes = view.drafter_device_to_host_bytes;
   out.metrics = coordinator::render_scheduler_metrics(job.scheduler());
   return out;
 }
@@ -117,6 +120,20 @@ void expect_ids_only(const Served& s, uint64_t tap_row_bytes = kTapRowBytes) {
   EXPECT_LT(s.d2h_bytes, s.rounds * tap_row_bytes)
       << s.rounds << " rounds copied " << s.d2h_bytes << " bytes: more than one tap row a round crossed";
   EXPECT_NE(s.metrics.find("tandem_gen_device_to_host_bytes_total{rank=\"1\"} " + std::to_string(s.d2h_bytes) + "\n"),
+            std::string::npos)
+      << s.metrics;
+}
+
+// A split target's drafter rank copies ids only too (its drafts, chosen on its device): no tap row (overlap's
+// guesses fill with the slot's last one, kept on the device) and no logits row (rejection sampling's q
+// rows cross device to device; guesses are the device's picks).
+void expect_drafter_ids_only(const Served& s, uint64_t tap_row_bytes = kTapRowBytes) {
+  ASSERT_GT(s.rounds, 0u);
+  EXPECT_LT(s.drafter_d2h_bytes, s.rounds * tap_row_bytes)
+      << s.rounds << " rounds copied " << s.drafter_d2h_bytes << " bytes on the drafter rank: more than one tap row a "
+      << "round crossed";
+  EXPECT_NE(s.metrics.find("tandem_gen_drafter_device_to_host_bytes_total{rank=\"1\"} " +
+                           std::to_string(s.drafter_d2h_bytes) + "\n"),
             std::string::npos)
       << s.metrics;
 }
@@ -157,8 +174,10 @@ namespace {
 // Split target and drafter ranks: the accepted rows' taps go from the target's device output over NCCL
 // into the drafter's device (settled there from the link's buffer), so the target's rounds copy ids
 // only, as the generator's do; with the taps through the host (the earlier code fetched every verify
-// row's taps) each round copied several tap rows. Greedy and sample-and-match output equals plain
-// decoding token for token, with and without overlap's guesses.
+// row's taps) each round copied several tap rows. The drafter rank copies ids only as well: with
+// overlap it keeps each slot's last tap row for its guesses on its device (the earlier code fetched it,
+// a tap row a request a round, and fetched its v1 guess blocks' logits rows). Greedy and
+// sample-and-match output equals plain decoding token for token, with and without overlap's guesses.
 TEST(ServedRoundOnCuda, SplitTargetAndDrafterKeepTheTapsOffTheHost) {
   TANDEM_REQUIRE_GPU();
   if (!emulated() && device_count() < 2) GTEST_SKIP() << "split ranks need 2 CUDA devices, this machine has " << device_count();
@@ -173,7 +192,32 @@ TEST(ServedRoundOnCuda, SplitTargetAndDrafterKeepTheTapsOffTheHost) {
     for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i], want[i]) << "request " << i;
     EXPECT_GT(got.accepted, 0u) << "no draft was accepted: speculation did not run";
     expect_ids_only(got);
+    expect_drafter_ids_only(got);
   }
+}
+
+// verify: reject at T > 0 on split ranks: the drafter samples its v1 drafts on its device and their q rows
+// (a logits row each) go device to device over NCCL into the target's device, which rejects there, as a
+// generator rejects on its one device. Both ranks copy ids only (before, the drafter fetched every draft's
+// logits row to sample on the host, and the target its verify rows' logits rows to reject there), and
+// every token equals the generator's under verify: reject (the same kernels on the same rows); a greedy
+// request with overlap's guesses shares the rounds.
+TEST(ServedRoundOnCuda, SplitRejectionSamplingKeepsLogitsOffTheHost) {
+  TANDEM_REQUIRE_GPU();
+  if (!emulated() && device_count() < 2) GTEST_SKIP() << "split ranks need 2 CUDA devices, this machine has " << device_count();
+  auto reqs = requests(3, emulated() ? 10 : 32);
+  for (size_t i = 0; i < 2; ++i) reqs[i].sampling = {0.7f, 0.9f, 77 + i};
+  const Served want = serve(cuda_deployment(3, config::Verify::kReject), reqs);
+  ASSERT_EQ(want.tokens.size(), reqs.size());
+  const Served got = serve(cuda_split_deployment(3, true, ir::Precision::kF32, config::Verify::kReject), reqs);
+  ASSERT_EQ(got.tokens.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got.tokens[i].size(), reqs[i].max_tokens) << "request " << i;
+    EXPECT_EQ(got.tokens[i], want.tokens[i]) << "request " << i;
+  }
+  EXPECT_GT(got.accepted, 0u) << "no draft was accepted: speculation did not run";
+  expect_ids_only(got);
+  expect_drafter_ids_only(got);
 }
 
 // As production runs it: BF16 target and drafter, whose tap rows stay bf16 on the target's device. The
