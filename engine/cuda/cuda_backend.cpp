@@ -34,7 +34,7 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_GEMM_TIMED", "0")) o.gemm_timed = false;
   if (env_is("TANDEM_CUDA_DECODE_GEMM", "1")) o.decode_gemm = true;
   if (env_is("TANDEM_CUDA_FUSE_QKV", "0")) o.fuse_qkv_prep = false;
-  if (env_is("TANDEM_CUDA_STREAM_GEMM", "0")) o.stream_gemm = false;
+  if (env_is("TANDEM_CUDA_STREAM_GEMM", "1")) o.stream_gemm = true;
   if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
   if (const char* v = std::getenv("TANDEM_CUDA_SPLIT_CTAS"); v != nullptr && *v != '\0') {
     char* end = nullptr;

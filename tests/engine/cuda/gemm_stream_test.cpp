@@ -156,12 +156,12 @@ TEST_F(GemmStreamTest, DecoderPlansRunItWhereItGivesTheReferenceBits) {
         const bool streamed = on && p != ir::Precision::kF32 && bucket.tokens <= kernels::kGemmStreamRows;
         if (!streamed) {
           EXPECT_EQ(stream_steps(*cp), 0u) << what;
-        } else if (emulated()) {
+        } else {
+          // The emulator by construction; the H200 as measured (2026-12-03: every shape's probe passed, PERF_NOTES
+          // "cuBLASLt's bits from a kernel of our own"). A GPU or cuBLASLt whose 16-k steps round otherwise fails
+          // here, and its plans stay on cuBLASLt.
           EXPECT_EQ(stream_steps(*cp), gemm_ops) << what;
           EXPECT_TRUE(cp->gemms().empty()) << what;
-        } else {
-          // The H200's verdicts are in PERF_NOTES ("cuBLASLt's bits from a kernel of our own").
-          std::printf("%s: %zu of %zu GEMMs streamed\n", what.c_str(), stream_steps(*cp), gemm_ops);
         }
       }
     }
