@@ -426,10 +426,18 @@ struct GemmDecodeArgs {
 // The streaming GEMM (gemm_stream.cu): out[r, :] (= or +=) a[r, :] · wᵀ for up to kGemmStreamRows real rows,
 // f16/bf16 operands, f32 accumulation in mma.sync m16n8k16 steps over K in natural order (16 k a step), one
 // chain per 16-column tile and K slice, the slices summed in slice order, then the prior output: meant to give
-// cuBLASLt's bits for the same K split (lowering probes that before it uses it). A block of kGemmStreamWarps
-// warps covers kGemmStreamWarps / splits tiles (grid y). exact: each step's 16 k sit at the mma's own k
-// positions (4-byte loads); else permuted within the step (8-byte loads), A and B alike.
-enum : unsigned { kGemmStreamWarps = 4, kGemmStreamRows = 16 };
+// cuBLASLt's bits for the same K split (lowering probes that before it uses it). A block is one tile (grid y),
+// a warp per K slice. Each warp streams its weights and rows through a ring of kGemmStreamStages stages in
+// dynamic shared memory (cp.async), kGemmStreamSteps k16 steps a stage: a stage holds the tile's 16 weight rows
+// and stage_rows (8 or 16, the bucket's rows rounded up) activation rows, each kGemmStreamRowBytes apart.
+enum : unsigned {
+  kGemmStreamWarps = 4,  // the most K slices
+  kGemmStreamRows = 16,
+  kGemmStreamSteps = 8,
+  kGemmStreamStages = 4,
+  kGemmStreamRowBytes = kGemmStreamSteps * 16 * 2 + 16,  // +16: ldmatrix's 8 rows fall in distinct banks
+  kGemmStreamSmemMax = kGemmStreamWarps * kGemmStreamStages * (16 + kGemmStreamRows) * kGemmStreamRowBytes
+};
 struct GemmStreamArgs {
   void* out;                 // [rows, cols] of the out type
   const void* a;             // [rows, k], rows k elements apart
@@ -438,10 +446,10 @@ struct GemmStreamArgs {
   unsigned kind;
   unsigned k;                // a multiple of 16
   unsigned cols;
-  unsigned splits;           // 1, 2 or 4
+  unsigned splits;           // 1, 2 or 4: the block's warps
   unsigned slice_k;          // K per slice, a multiple of 16
   unsigned accumulate;       // 1: add the prior out (f32 out only)
-  unsigned exact;
+  unsigned stage_rows;       // 8 or 16: activation rows a stage holds
 };
 
 // ---- the DFlash 2 selector walk (graph.h SelectorWalk; engine/ir/selector.h defines each step) ----

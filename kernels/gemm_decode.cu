@@ -68,11 +68,7 @@ TK_DEV void gemm_decode(const GemmDecodeArgs& a) {
   }
   // Bias, then the prior output, after the slices' sum: the same order for every row at every m.
   sum_slices<kGemmDecodeRows>(part, acc, groups, splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
-    if (a.bias != nullptr) v += a.bias[col];
-    // INVARIANT: row0 + r < the real rows <= the bucket rows of out; col < cols.
-    Out* y = static_cast<Out*>(a.out) + static_cast<unsigned long long>(row0 + r) * a.cols + col;
-    if (a.accumulate != 0u) v += to_f32(*y);
-    store(y, v);
+    store_gemm_output<Out>(a.out, a.cols, row0 + r, col, v, a.bias, a.accumulate);
   });
 }
 

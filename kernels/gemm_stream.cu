@@ -1,123 +1,121 @@
 // The streaming GEMM (args.cuh GemmStreamArgs; PERF_NOTES "cuBLASLt's bits from a kernel of our own"): a decode
 // step's GEMM at 1..16 rows streams each weight once and is bound by HBM, not by arithmetic. cuBLASLt runs one
 // CTA per 128-column tile there (32 CTAs for n = 4,096 on 132 SMs), so it streams well below the copy rate.
-// This kernel gives each warp one 16-column tile and one K slice and keeps 16 of its weight loads in flight;
-// each output is one chain of mma.sync m16n8k16 steps over K in natural order from a zero accumulator, the
-// slices added in slice order and then the prior output, as cuBLASLt's split-K with its reduction in the
-// compute type computes it. Whether the bits are the same is the hardware's to say: lowering runs both on a
-// probe and takes this kernel only where they are (gemm_impl.h).
+// Here a block is one 16-column tile, a warp per K slice; each output is one chain of mma.sync m16n8k16 steps
+// over K in natural order from a zero accumulator, the slices added in slice order and then the prior output,
+// as cuBLASLt's split-K with its reduction in the compute type computes it. Whether the bits are the same is the
+// hardware's to say: lowering runs both on a probe and takes this kernel only where they are (gemm_impl.h).
+//
+// The chain fixes the order of the arithmetic, not of the loads: a warp keeps kGemmStreamStages - 1 stages of
+// 128 k (4 KB of weights each) in flight through cp.async into its ring in shared memory, so the bytes in flight
+// do not cost registers, and ldmatrix gives the mma its fragments at the ISA's own k positions.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
 
 namespace {
 
-constexpr unsigned kStepsInFlight = 8;  // k16 steps of weights per batch; two batches in flight per lane
+constexpr unsigned kStageK = 16 * kGemmStreamSteps;  // k per stage
+constexpr unsigned kChunks = kStageK * 2 / 16;       // 16-byte chunks per row and stage
 
-struct StepA {
-  unsigned r[4];  // the mma's A fragment: (column g, k lo), (g + 8, k lo), (g, k hi), (g + 8, k hi)
+struct StreamSlice {
+  const unsigned char* w;  // the tile's first weight row (its columns' rows of w are k elements apart)
+  const unsigned char* x;  // the first activation row
+  unsigned long long row_bytes;
+  unsigned rows;   // real weight rows of the tile (columns of out)
+  unsigned k_begin, k_end;
+  unsigned stages;
+  unsigned stage_bytes;
+  unsigned char* ring;
 };
 
-// The weights of one k16 step at k0 for this lane's two columns (pointers null past the real columns).
-// exact: k 2t, 2t + 1 and 2t + 8, 2t + 9 of the step, as the ISA numbers them; else k 4t..4t + 3 in one
-// 8-byte load (a permutation within the step that the activations take alike).
-template <class T>
-TK_DEV StepA load_step_a(const T* w0, const T* w1, unsigned k0, unsigned t, bool exact) {
-  StepA s{};
-  if (exact) {
-    if (w0 != nullptr) {
-      s.r[0] = *reinterpret_cast<const unsigned*>(w0 + k0 + 2 * t);
-      s.r[2] = *reinterpret_cast<const unsigned*>(w0 + k0 + 8 + 2 * t);
-    }
-    if (w1 != nullptr) {
-      s.r[1] = *reinterpret_cast<const unsigned*>(w1 + k0 + 2 * t);
-      s.r[3] = *reinterpret_cast<const unsigned*>(w1 + k0 + 8 + 2 * t);
-    }
-    return s;
+// Starts the copies of stage s's weights into its slot: 16 rows of kChunks chunks, lanes on consecutive chunks
+// of a row; rows past the tile's real columns and k past the slice become zeros.
+TK_DEV void load_weights(const StreamSlice& z, unsigned s, unsigned lane) {
+  if (s >= z.stages) return;
+  unsigned char* dst = z.ring + (s % kGemmStreamStages) * z.stage_bytes;
+  const unsigned kb = z.k_begin + s * kStageK;
+#pragma unroll
+  for (unsigned i = 0; i < 16 * kChunks / 32; ++i) {
+    const unsigned c = i * 32 + lane, row = c / kChunks, chunk = c % kChunks;
+    const unsigned kk = kb + 8 * chunk;
+    const bool real = row < z.rows && kk < z.k_end;
+    // INVARIANT: a real chunk lies inside its weight row (k_end <= k, a multiple of 16).
+    cp_async16(dst + row * kGemmStreamRowBytes + chunk * 16, z.w + (real ? row * z.row_bytes + kk * 2ull : 0), real);
   }
-  if (w0 != nullptr) {
-    const U2 v = *reinterpret_cast<const U2*>(w0 + k0 + 4 * t);
-    s.r[0] = v.x, s.r[2] = v.y;
-  }
-  if (w1 != nullptr) {
-    const U2 v = *reinterpret_cast<const U2*>(w1 + k0 + 4 * t);
-    s.r[1] = v.x, s.r[3] = v.y;
-  }
-  return s;
 }
 
-// The activations of one k16 step for row x (null: a padding row of the fragment), as load_step_a lays K out.
-template <class T>
-TK_DEV void load_step_b(const T* x, unsigned k0, unsigned t, bool exact, unsigned (&b)[2]) {
-  b[0] = b[1] = 0u;
-  if (x == nullptr) return;
-  if (exact) {
-    b[0] = *reinterpret_cast<const unsigned*>(x + k0 + 2 * t);
-    b[1] = *reinterpret_cast<const unsigned*>(x + k0 + 8 + 2 * t);
-  } else {
-    const U2 v = *reinterpret_cast<const U2*>(x + k0 + 4 * t);
-    b[0] = v.x, b[1] = v.y;
+// Starts the copies of stage s's activations for the `here` real rows (rows past them are never read into an
+// output that is stored).
+TK_DEV void load_rows(const StreamSlice& z, unsigned s, unsigned here, unsigned lane) {
+  if (s >= z.stages) return;
+  unsigned char* dst = z.ring + (s % kGemmStreamStages) * z.stage_bytes + 16 * kGemmStreamRowBytes;
+  const unsigned kb = z.k_begin + s * kStageK;
+  for (unsigned c = lane; c < here * kChunks; c += 32) {
+    const unsigned row = c / kChunks, chunk = c % kChunks;
+    const unsigned kk = kb + 8 * chunk;
+    const bool real = kk < z.k_end;
+    cp_async16(dst + row * kGemmStreamRowBytes + chunk * 16, z.x + (real ? row * z.row_bytes + kk * 2ull : 0), real);
   }
 }
 
 template <class T, class Out>
 TK_DEV void gemm_stream(const GemmStreamArgs& a) {
   __shared__ float part[kGemmStreamWarps][16][kGemmStreamRows + 1];
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const unsigned splits = a.splits, tiles = kGemmStreamWarps / splits;
-  const unsigned tile = blockIdx.y * tiles + warp / splits, slice = warp % splits;
-  const unsigned col0 = tile * 16;
-  const bool exact = a.exact != 0u;
-  const unsigned k_begin = min_u(a.k, slice * a.slice_k), k_end = min_u(a.k, k_begin + a.slice_k);
-  // INVARIANT: lowering checked k % 16 == 0 and 16-byte aligned operands; columns past the real count are
-  // never read (their fragments are zeros).
-  const T* w = static_cast<const T*>(a.w);
-  const T* w0 = col0 + g < a.cols ? w + static_cast<unsigned long long>(col0 + g) * a.k : nullptr;
-  const T* w1 = col0 + g + 8 < a.cols ? w + static_cast<unsigned long long>(col0 + g + 8) * a.k : nullptr;
-  // The first batch of weights goes out before the kernel ahead has finished (launched with programmatic
-  // dependent launch): they are constants. Its outputs (this kernel's rows, the index) only after the wait.
-  StepA cur[kStepsInFlight], next[kStepsInFlight];
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned col0 = blockIdx.y * 16;
+  StreamSlice z;
+  z.row_bytes = static_cast<unsigned long long>(a.k) * 2;
+  z.w = static_cast<const unsigned char*>(a.w) + col0 * z.row_bytes;
+  z.x = static_cast<const unsigned char*>(a.a);
+  z.rows = min_u(16, a.cols - col0);  // INVARIANT: col0 < cols (grid y is the tile count)
+  z.k_begin = min_u(a.k, warp * a.slice_k);
+  z.k_end = min_u(a.k, z.k_begin + a.slice_k);
+  z.stages = (z.k_end - z.k_begin + kStageK - 1) / kStageK;
+  z.stage_bytes = (16 + a.stage_rows) * kGemmStreamRowBytes;
+  z.ring = dynamic_smem() + warp * kGemmStreamStages * z.stage_bytes;
+  // The first stages' weights go out before the kernel ahead has finished (programmatic dependent launch): they
+  // are constants. Its outputs (this kernel's rows, the index) only after the wait. Group s holds stage s's rows
+  // (and group 0 all the early weights), so waiting for group s finds stage s whole.
 #pragma unroll
-  for (unsigned u = 0; u < kStepsInFlight; ++u) {
-    const unsigned k0 = k_begin + 16 * u;
-    cur[u] = k0 < k_end ? load_step_a(w0, w1, k0, t, exact) : StepA{};
-  }
+  for (unsigned s = 0; s + 1 < kGemmStreamStages; ++s) load_weights(z, s, lane);
   wait_prior_grids();
-  const unsigned here = min_u(real_rows(a.n, a.kind), kGemmStreamRows);
+  const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.stage_rows, kGemmStreamRows));
   const unsigned groups = (here + 7) / 8;
+#pragma unroll
+  for (unsigned s = 0; s + 1 < kGemmStreamStages; ++s) {
+    load_rows(z, s, here, lane);
+    cp_async_commit();
+  }
+  // ldmatrix row addresses: matrices (columns 0-7 | 8-15) x (k 0-7 | 8-15) give the A fragment; (rows 0-7 | 8-15)
+  // x (k 0-7 | 8-15) the B fragments of both 8-row groups (rows 8-15 only where the stage holds them).
+  const unsigned mi = lane / 8, mr = lane % 8;
+  const unsigned a_off = (mr + 8 * (mi & 1u)) * kGemmStreamRowBytes + 16 * (mi >> 1);
+  const unsigned b_off = (mr + (a.stage_rows > 8 ? 8 * (mi >> 1) : 0u)) * kGemmStreamRowBytes + 16 * (mi & 1u);
   float acc[4][4] = {};
-  if (col0 < a.cols && here > 0) {  // warp-uniform: the mma needs every lane
-    // Rows past the real count are never read (their fragments are zeros).
-    const T* x0 = g < here ? static_cast<const T*>(a.a) + static_cast<unsigned long long>(g) * a.k : nullptr;
-    const T* x1 = g + 8 < here ? static_cast<const T*>(a.a) + static_cast<unsigned long long>(g + 8) * a.k : nullptr;
-    for (unsigned kb = k_begin; kb < k_end; kb += 16 * kStepsInFlight) {
-      // The next batch's weights go out before this batch's mma chain runs.
+  for (unsigned s = 0; s < z.stages && here > 0; ++s) {  // block-uniform
+    cp_async_wait<kGemmStreamStages - 2>();
+    __syncwarp();  // every lane's copies of stage s landed; every lane is done with the slot refilled next
+    load_weights(z, s + kGemmStreamStages - 1, lane);
+    load_rows(z, s + kGemmStreamStages - 1, here, lane);
+    cp_async_commit();
+    const unsigned char* ws = z.ring + (s % kGemmStreamStages) * z.stage_bytes;
+    const unsigned char* xs = ws + 16 * kGemmStreamRowBytes;
+    const unsigned kb = z.k_begin + s * kStageK;
 #pragma unroll
-      for (unsigned u = 0; u < kStepsInFlight; ++u) {
-        const unsigned k0 = kb + 16 * (kStepsInFlight + u);
-        next[u] = k0 < k_end ? load_step_a(w0, w1, k0, t, exact) : StepA{};
-      }
-#pragma unroll
-      for (unsigned u = 0; u < kStepsInFlight; ++u) {
-        const unsigned k0 = kb + 16 * u;
-        if (k0 >= k_end) break;  // warp-uniform
-        unsigned b[2];
-        load_step_b(x0, k0, t, exact, b);
-        mma_16816_t(acc[0], cur[u].r, b, T{});
-        if (groups > 1) {  // warp-uniform
-          load_step_b(x1, k0, t, exact, b);
-          mma_16816_t(acc[1], cur[u].r, b, T{});
-        }
-      }
-#pragma unroll
-      for (unsigned u = 0; u < kStepsInFlight; ++u) cur[u] = next[u];
+    for (unsigned u = 0; u < kGemmStreamSteps; ++u) {
+      if (kb + 16 * u >= z.k_end) break;  // warp-uniform: a slice's last stage may be partial
+      unsigned af[4], bf[4];
+      ldmatrix_x4(af, ws + a_off + 32 * u);
+      ldmatrix_x4(bf, xs + b_off + 32 * u);
+      const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+      mma_16816_t(acc[0], af, b0, T{});
+      if (groups > 1) mma_16816_t(acc[1], af, b1, T{});  // warp-uniform
     }
   }
-  sum_slices<kGemmStreamRows>(part, acc, groups, splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
-    // INVARIANT: r < the real rows <= the bucket rows of out; col < cols.
-    Out* y = static_cast<Out*>(a.out) + static_cast<unsigned long long>(r) * a.cols + col;
-    if (a.accumulate != 0u) v += to_f32(*y);
-    store(y, v);
+  cp_async_wait<0>();  // nothing left in flight at exit (the ring's tail groups are empty)
+  sum_slices<kGemmStreamRows>(part, acc, groups, a.splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
+    store_gemm_output<Out>(a.out, a.cols, r, col, v, nullptr, a.accumulate);
   });
 }
 

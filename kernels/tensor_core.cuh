@@ -227,4 +227,16 @@ TK_DEV void sum_slices(float (*part)[16][kRows + 1], const float (&acc)[4][4], u
   }
 }
 
+// A decoder GEMM's output at (row r, column col) of out [rows, cols] (gemm_decode.cu, gemm_stream.cu): the slices'
+// sum v, + bias[col] when given, + the prior output with accumulate, then stored; the same order for every row
+// at every row count. INVARIANT: r is a real row of out and col < cols.
+template <class Out>
+TK_DEV void store_gemm_output(void* out, unsigned cols, unsigned r, unsigned col, float v, const float* bias,
+                              unsigned accumulate) {
+  if (bias != nullptr) v += bias[col];
+  Out* y = static_cast<Out*>(out) + static_cast<unsigned long long>(r) * cols + col;
+  if (accumulate != 0u) v += to_f32(*y);
+  store(y, v);
+}
+
 }  // namespace tandem::kernels

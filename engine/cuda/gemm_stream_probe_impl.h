@@ -12,11 +12,10 @@
 
 namespace tandem::cuda {
 
-// Both run kGemmStreamRows rows of fixed noise (and prior output) against the real weight `w`: the kernel in
-// one K layout (exact or permuted) on shape.splits slices, cuBLASLt on `reference`. False without a probe for
-// shapes the kernel does not take (bias or activation epilogues, k not a multiple of 16, other splits).
+// Both run kGemmStreamRows rows of fixed noise (and prior output) against the real weight `w`: the kernel on
+// shape.splits slices, cuBLASLt on `reference`. False without a probe for shapes the kernel does not take (bias
+// or activation epilogues, k not a multiple of 16, other splits). Verdicts are kept per kernel source.
 Result<bool> gemm_stream_same_bits(const Device& device, const KernelModules& modules, GemmAlgos& algos,
-                                   const GemmShape& shape, const cublasLtMatmulAlgo_t& reference, const void* w,
-                                   bool exact);
+                                   const GemmShape& shape, const cublasLtMatmulAlgo_t& reference, const void* w);
 
 }  // namespace tandem::cuda

@@ -427,12 +427,9 @@ Result<bool> Lowering::lower_stream_gemm(const Gemm& gemm, const Loc& in, const 
       !gemm_stream_supported(shape.k, shape.splits, shape.ab, shape.out, shape.accumulate).ok()) {
     return false;
   }
-  // Either K layout, permuted first (8-byte loads), where the probe shows cuBLASLt's bits.
-  for (const bool exact : {false, true}) {
-    TANDEM_ASSIGN(const bool same, gemm_stream_same_bits(device_, *plan_.modules_, algos_, shape, gemm.reference(), w,
-                                                         exact));
-    if (!same) continue;
-    TANDEM_ASSIGN(KernelStep step, gemm_stream_step(ctx_, in, out, w, shape.splits, shape.accumulate, exact));
+  TANDEM_ASSIGN(const bool same, gemm_stream_same_bits(device_, *plan_.modules_, algos_, shape, gemm.reference(), w));
+  if (same) {
+    TANDEM_ASSIGN(KernelStep step, gemm_stream_step(ctx_, in, out, w, shape.splits, shape.accumulate));
     step.overlap_prior = plan_.options_.overlap_launches;
     TANDEM_TRY(add(std::move(step), where));
     return true;

@@ -103,12 +103,15 @@ Result<std::unique_ptr<KernelModules>> KernelModules::load(const DeviceInfo& dev
   TANDEM_ASSIGN(const NvrtcTarget target, nvrtc_target(device.arch()));
   const std::span<const embedded::File> all = embedded::kernels();
   std::vector<Slot> slots;
+  std::vector<std::pair<std::string, std::string>> source_keys;
   for (const embedded::File& f : all) {
     if (!is_kernel_source(f.name)) continue;
     Slot s;
     s.file = &f;
+    const std::string key = cache_key(f, all, target, device.driver_version);
+    source_keys.emplace_back(std::string(f.name), key);
     if (!cache_dir.empty()) {
-      s.cache_path = fs::path(cache_dir) / "kernels" / cache_key(f, all, target, device.driver_version);
+      s.cache_path = fs::path(cache_dir) / "kernels" / key;
       s.image = read_cache_file(s.cache_path);
       // Lazy module loading accepts any bytes and fails only at the first kernel lookup, so a damaged
       // entry is caught here by its format: a cubin is an ELF file, PTX is text naming its target.
@@ -120,6 +123,7 @@ Result<std::unique_ptr<KernelModules>> KernelModules::load(const DeviceInfo& dev
   TANDEM_TRY(compile_missing(slots, all, target));
 
   std::unique_ptr<KernelModules> m(new KernelModules());
+  m->source_keys_ = std::move(source_keys);
   std::vector<cudaLibrary_t> by_slot(slots.size(), nullptr);
   for (size_t i = 0; i < slots.size(); ++i) {
     Slot& s = slots[i];
@@ -198,6 +202,13 @@ Result<std::unique_ptr<KernelModules>> KernelModules::load(const DeviceInfo& dev
 
 KernelModules::~KernelModules() {
   for (cudaLibrary_t lib : libraries_) (void)cudaLibraryUnload(lib);
+}
+
+std::string KernelModules::source_key(std::string_view file) const {
+  for (const auto& [name, key] : source_keys_) {
+    if (name == file) return key;
+  }
+  return "";
 }
 
 }  // namespace tandem::cuda

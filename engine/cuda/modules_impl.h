@@ -6,6 +6,8 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -35,12 +37,16 @@ class KernelModules {
   const std::string& summary() const { return summary_; }
   size_t compiled() const { return compiled_; }  // files NVRTC compiled for this load
   size_t cached() const { return cached_; }      // files loaded from the disk cache
+  // The key of a kernel file's source as compiled ("gemm_stream-<hash>-sm90-..."; "" for an unknown file):
+  // verdicts about a kernel's results (the streaming GEMM's probes) are kept under it, so an edit retests.
+  std::string source_key(std::string_view file) const;
 
  private:
   KernelModules() = default;
   std::vector<cudaLibrary_t> libraries_;
   std::array<cudaKernel_t, kKernelCount> kernels_{};
   std::array<bool, kKernelCount> launchable_{};
+  std::vector<std::pair<std::string, std::string>> source_keys_;  // file name, key
   std::string summary_;
   size_t compiled_ = 0, cached_ = 0;
 };

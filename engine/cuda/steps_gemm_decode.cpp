@@ -28,17 +28,26 @@ GemmDecodeSplit gemm_decode_split(uint32_t k, uint32_t n) {
   return GemmDecodeSplit{splits, (chunks + splits - 1) / splits};
 }
 
-Status gemm_decode_supported(uint32_t k, Dt ab, Dt out, bool accumulate) {
+Status mma_gemm_supported(std::string_view kernel, Dt ab, Dt out, bool accumulate, const void* a, const void* y,
+                          const void* w) {
   if (ab != Dt::kF16 && ab != Dt::kBF16) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_decode: {} operands (f16 or bf16 only)", dt_name(ab));
+    return Error::make(ErrorKind::kUnsupported, "{}: {} operands (f16 or bf16 only)", kernel, dt_name(ab));
   }
   if (out != Dt::kF32 && out != ab) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_decode: {} operands into {} (f32 or the operands' type)",
+    return Error::make(ErrorKind::kUnsupported, "{}: {} operands into {} (f32 or the operands' type)", kernel,
                        dt_name(ab), dt_name(out));
   }
   if (accumulate && out != Dt::kF32) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_decode: accumulating into {} (f32 only)", dt_name(out));
+    return Error::make(ErrorKind::kUnsupported, "{}: accumulating into {} (f32 only)", kernel, dt_name(out));
   }
+  if (!aligned16(a) || !aligned16(y) || !aligned16(w)) {
+    return Error::make(ErrorKind::kUnsupported, "{}: operands not 16-byte aligned", kernel);
+  }
+  return {};
+}
+
+Status gemm_decode_supported(uint32_t k, Dt ab, Dt out, bool accumulate) {
+  TANDEM_TRY(mma_gemm_supported("gemm_decode", ab, out, accumulate));
   if (k == 0 || k % 8 != 0) {
     return Error::make(ErrorKind::kUnsupported, "gemm_decode: k {} is not a positive multiple of 8", k);
   }
@@ -54,8 +63,8 @@ Result<KernelStep> gemm_decode_step(const StepContext& c, const Loc& a, const Lo
   if (Status st = gemm_decode_supported(a.width, a.type, out.type, accumulate); !st.ok()) {
     return std::move(st).error().context(what);
   }
-  if (!aligned16(a.ptr) || !aligned16(out.ptr) || !aligned16(w)) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_decode: {}: operands not 16-byte aligned", what);
+  if (Status st = mma_gemm_supported("gemm_decode", a.type, out.type, accumulate, a.ptr, out.ptr, w); !st.ok()) {
+    return std::move(st).error().context(what);
   }
   KernelStep s;
   if (a.type == Dt::kF16) {

@@ -1,27 +1,14 @@
 // The streaming GEMM's launcher (steps_impl.h, kernels/gemm_stream.cu): entry by operand and output type, the
-// K split as the caller's cuBLASLt shape has it, shapes and alignment checked here at lowering.
+// K split as the caller's cuBLASLt shape has it, the ring's shared memory by the bucket's rows, shapes and
+// alignment checked here at lowering.
 #include <cstdint>
 
 #include "engine/cuda/steps_impl.h"
 
 namespace tandem::cuda {
-namespace {
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-}  // namespace
 
 Status gemm_stream_supported(uint32_t k, uint32_t splits, Dt ab, Dt out, bool accumulate) {
-  if (ab != Dt::kF16 && ab != Dt::kBF16) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_stream: {} operands (f16 or bf16 only)", dt_name(ab));
-  }
-  if (out != Dt::kF32 && out != ab) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_stream: {} operands into {} (f32 or the operands' type)",
-                       dt_name(ab), dt_name(out));
-  }
-  if (accumulate && out != Dt::kF32) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_stream: accumulating into {} (f32 only)", dt_name(out));
-  }
+  TANDEM_TRY(mma_gemm_supported("gemm_stream", ab, out, accumulate));
   if (k == 0 || k % 16 != 0) {
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: k {} is not a positive multiple of 16", k);
   }
@@ -32,7 +19,7 @@ Status gemm_stream_supported(uint32_t k, uint32_t splits, Dt ab, Dt out, bool ac
 }
 
 Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Loc& out, const void* w, uint32_t splits,
-                                    bool accumulate, bool exact) {
+                                    bool accumulate) {
   const std::string what = a.describe() + " to " + out.describe();
   if (a.rows != out.rows || out.width == 0) {
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: rows differ or no columns", what);
@@ -45,8 +32,8 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} bucket rows (at most {})", what, rows,
                        static_cast<unsigned>(kernels::kGemmStreamRows));
   }
-  if (!aligned16(a.ptr) || !aligned16(out.ptr) || !aligned16(w)) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: operands not 16-byte aligned", what);
+  if (Status st = mma_gemm_supported("gemm_stream", a.type, out.type, accumulate, a.ptr, out.ptr, w); !st.ok()) {
+    return std::move(st).error().context(what);
   }
   KernelStep s;
   if (a.type == Dt::kF16) {
@@ -54,17 +41,19 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
   } else {
     s.id = out.type == Dt::kF32 ? KernelId::gemm_stream_bf16_f32 : KernelId::gemm_stream_bf16_bf16;
   }
-  const uint32_t tiles = (out.width + 15) / 16, per_block = kernels::kGemmStreamWarps / splits;
+  const uint32_t tiles = (out.width + 15) / 16;
   const uint32_t slice_k = ((a.width + splits - 1) / splits + 15) / 16 * 16;
-  s.grid = dim3(1, (tiles + per_block - 1) / per_block);
+  const uint32_t stage_rows = rows <= 8 ? 8u : static_cast<uint32_t>(kernels::kGemmStreamRows);
+  s.grid = dim3(1, tiles);
   if (s.grid.y > 65535) {
-    return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} column blocks (limit 65535)", what, s.grid.y);
+    return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} column tiles (limit 65535)", what, s.grid.y);
   }
-  s.block = dim3(kernels::kGemmStreamWarps * 32);
+  s.block = dim3(splits * 32);
+  s.smem = splits * kernels::kGemmStreamStages * (16 + stage_rows) * kernels::kGemmStreamRowBytes;
   // INVARIANT: a, out and w are arena values and a weight sized at lowering for the bucket's rows (a [rows, k],
   // out [rows, n], w [n, k]) at the types checked above; the kernel touches real rows only.
-  s.args = kernels::GemmStreamArgs{out.ptr,   a.ptr,  w,       c.ix.n,     a.kind(), a.width, out.width,
-                                   splits,    slice_k, accumulate ? 1u : 0u, exact ? 1u : 0u};
+  s.args = kernels::GemmStreamArgs{out.ptr, a.ptr,   w,          c.ix.n,     a.kind(), a.width,
+                                   out.width, splits, slice_k, accumulate ? 1u : 0u, stage_rows};
   return s;
 }
 

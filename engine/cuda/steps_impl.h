@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -191,6 +192,10 @@ struct GemmDecodeSplit {
   uint32_t slice_chunks = 0;  // 32-wide K chunks per slice
 };
 GemmDecodeSplit gemm_decode_split(uint32_t k, uint32_t n);
+// The checks the mma.sync GEMMs share (gemm_decode, gemm_stream): f16/bf16 operands into f32 or their own type,
+// accumulating into f32 only, and (where given) 16-byte aligned operands. Errors name `kernel`.
+Status mma_gemm_supported(std::string_view kernel, Dt ab, Dt out, bool accumulate, const void* a = nullptr,
+                          const void* y = nullptr, const void* w = nullptr);
 // Whether the kernel takes these operands (k a multiple of 8; out f32 or the operands' type).
 Status gemm_decode_supported(uint32_t k, Dt ab, Dt out, bool accumulate);
 Result<KernelStep> gemm_decode_step(const StepContext& c, const Loc& a, const Loc& out, const void* w,
@@ -201,7 +206,7 @@ Result<KernelStep> gemm_decode_step(const StepContext& c, const Loc& a, const Lo
 // (rounded up to 16), as cuBLASLt splits it. Whether its bits equal cuBLASLt's is for a probe to say.
 Status gemm_stream_supported(uint32_t k, uint32_t splits, Dt ab, Dt out, bool accumulate);
 Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Loc& out, const void* w, uint32_t splits,
-                                    bool accumulate, bool exact = false);
+                                    bool accumulate);
 
 // Enqueues one kernel step on `stream`, checking that its argument pack is the entry's.
 Status launch(const KernelModules& modules, const KernelStep& step, cudaStream_t stream);

@@ -203,21 +203,17 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
     if (!out.empty()) out.back().algo = chosen;
   }
   if (parts == SplitStudyParts::kProduction) return out;
-  // The streaming GEMM (kernels/gemm_stream.cu) at up to 16 rows on production's K split, in both K layouts.
+  // The streaming GEMM (kernels/gemm_stream.cu) at up to 16 rows on production's K split.
   if (gemm_stream_supported(shape.k, decoder.splits, shape.ab, shape.out, shape.accumulate).ok()) {
-    for (const bool exact : {false, true}) {
-      const auto stream = [&, exact](uint32_t m, size_t copy) -> Result<Launcher> {
-        if (m > kernels::kGemmStreamRows) return Error::make(ErrorKind::kUnsupported, "past the streaming rows");
-        TANDEM_ASSIGN(StudyBatch sb, one_sequence(device, m));
-        auto keep = std::make_shared<DeviceBuffer>(std::move(sb.index));
-        const Loc a = token_loc(o.a, shape.k, shape.ab, "a"), y = token_loc(o.out, shape.n, shape.out, "out");
-        TANDEM_ASSIGN(KernelStep step,
-                      gemm_stream_step(sb.ctx, a, y, o.w[copy].data(), decoder.splits, shape.accumulate, exact));
-        return Launcher([&device, &modules, step, keep] { return launch(modules, step, device.stream()); });
-      };
-      TANDEM_TRY(study(exact ? "stream GEMM (exact k)" : "stream GEMM (permuted k)", "gemm_stream.cu",
-                       static_cast<int>(decoder.splits), stream));
-    }
+    const auto stream = [&](uint32_t m, size_t copy) -> Result<Launcher> {
+      if (m > kernels::kGemmStreamRows) return Error::make(ErrorKind::kUnsupported, "past the streaming rows");
+      TANDEM_ASSIGN(StudyBatch sb, one_sequence(device, m));
+      auto keep = std::make_shared<DeviceBuffer>(std::move(sb.index));
+      const Loc a = token_loc(o.a, shape.k, shape.ab, "a"), y = token_loc(o.out, shape.n, shape.out, "out");
+      TANDEM_ASSIGN(KernelStep step, gemm_stream_step(sb.ctx, a, y, o.w[copy].data(), decoder.splits, shape.accumulate));
+      return Launcher([&device, &modules, step, keep] { return launch(modules, step, device.stream()); });
+    };
+    TANDEM_TRY(study("stream GEMM", "gemm_stream.cu", static_cast<int>(decoder.splits), stream));
   }
   if (parts == SplitStudyParts::kStream) return out;
   // The decode GEMM (kernels/gemm_decode.cu).

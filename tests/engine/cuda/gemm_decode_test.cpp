@@ -3,10 +3,7 @@
 // bits the same alone and at m = 1, 3, 16, 37, 512; the K split from (k, n) only; decoder plans routed to it.
 #include <cstring>
 
-#include "engine/cuda/plan_impl.h"
-#include "engine/models/qwen3/qwen3_model.h"
 #include "tests/engine/cuda/gemm_operands.h"
-#include "tests/engine/models/qwen3/tiny_models.h"
 
 namespace tandem::cuda::test {
 namespace {
@@ -98,33 +95,17 @@ TEST(GemmDecodeSplit, FromKAndNOnly) {
 }
 
 size_t decode_steps(const CudaPlan& plan) {
-  size_t count = 0;
-  for (const Step& s : plan.steps()) {
-    const auto* k = std::get_if<KernelStep>(&s);
-    if (k == nullptr) continue;
-    for (KernelId id : {KernelId::gemm_decode_f16_f32, KernelId::gemm_decode_f16_f16, KernelId::gemm_decode_bf16_f32,
-                        KernelId::gemm_decode_bf16_bf16}) {
-      count += k->id == id ? 1 : 0;
-    }
-  }
-  return count;
+  return count_steps(plan, {KernelId::gemm_decode_f16_f32, KernelId::gemm_decode_f16_f16,
+                            KernelId::gemm_decode_bf16_f32, KernelId::gemm_decode_bf16_bf16});
 }
 
 // A 16-bit target's plans: every GEMM on the decode GEMM up to 1,024 rows; a 2,048-token prefill bucket's
 // token GEMMs on cuBLASLt (its LM head over 256 pick rows stays on the decode GEMM); FP32 on cuBLASLt.
 TEST_F(GemmDecodeTest, DecoderPlansRunItUpToTheLine) {
-  testing::TargetShape shape;
-  shape.hidden = 64;
-  shape.layers = 2;
-  shape.head_dim = 32;  // the CUDA cache attention's smallest
-  shape.ffn = 96;
-  const testing::TinyTarget t = testing::random_target(shape, 3);
-  auto graph = models::qwen3::build_target_graph(t.cfg, {});
-  ASSERT_TRUE(graph.ok()) << graph.error().message();
-  size_t gemm_ops = 0;
-  for (const ir::Op& op : graph->ops) gemm_ops += std::holds_alternative<ir::Gemm>(op) ? 1 : 0;
-  const size_t layers = t.cfg.num_hidden_layers;
-  ASSERT_EQ(gemm_ops, 4 * layers + 1);  // qkv (fused), o, gate_up, down per layer, the LM head
+  const RoutingTarget rt = routing_target();
+  ASSERT_FALSE(rt.graph.ops.empty());
+  const ir::Graph& graph = rt.graph;
+  const size_t gemm_ops = rt.gemm_ops;
   for (ir::Precision p : {ir::Precision::kBF16, ir::Precision::kF16, ir::Precision::kF32}) {
     CudaOptions options;
     options.precision = p;
@@ -133,13 +114,13 @@ TEST_F(GemmDecodeTest, DecoderPlansRunItUpToTheLine) {
     options.graphs = false;
     auto backend = make_cuda_backend(options);
     ASSERT_TRUE(backend.ok()) << backend.error().message();
-    const ir::Graph* graphs[] = {&graph.value()};
-    auto weights = (*backend)->upload(*t.weights, graphs);
+    const ir::Graph* graphs[] = {&graph};
+    auto weights = (*backend)->upload(*rt.t.weights, graphs);
     ASSERT_TRUE(weights.ok()) << weights.error().message();
     std::vector<ir::Bucket> buckets = {ir::Bucket{1, 1, 1}, ir::Bucket{512, 32, 512}};
     if (p == ir::Precision::kBF16) buckets.push_back(ir::Bucket{2048, 64, 256});
     for (const ir::Bucket& bucket : buckets) {
-      auto plan = (*backend)->lower(**weights, *graph, bucket);
+      auto plan = (*backend)->lower(**weights, graph, bucket);
       ASSERT_TRUE(plan.ok()) << plan.error().message();
       const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
       ASSERT_NE(cp, nullptr);

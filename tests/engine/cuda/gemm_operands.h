@@ -1,14 +1,19 @@
 // Random GEMM operands for the decoder GEMM kernels' tests (gemm_decode_test, gemm_stream_test): a case, its
-// operands as the device holds them, the float64 reference, and a one-sequence batch of m rows.
+// operands as the device holds them, the float64 reference, a one-sequence batch of m rows, and the tiny
+// target whose plans the routing tests lower.
 #pragma once
 
 #include <cmath>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/cuda/plan_impl.h"
+#include "engine/models/qwen3/qwen3_model.h"
 #include "tests/engine/cuda/gpu_test_util.h"
+#include "tests/engine/models/qwen3/tiny_models.h"
 
 namespace tandem::cuda::test {
 
@@ -75,6 +80,40 @@ std::vector<float> run_gemm_rows(const GemmCase& c, const GemmOperandsHost& o, u
   run_step(make_step(batch->ctx, make_loc(ad, ir::Rows::kTokens, c.k, c.ab, "a"),
                      make_loc(od, ir::Rows::kTokens, c.n, c.out, "out")));
   return read_floats(od, size_t{bucket_rows} * c.n, c.out);
+}
+
+// A two-layer Qwen3 target (hidden 64, head_dim 32: the CUDA cache attention's smallest) and its graph, whose
+// GEMMs are qkv (fused), o, gate_up and down per layer and the LM head.
+struct RoutingTarget {
+  testing::TinyTarget t;
+  ir::Graph graph;
+  size_t gemm_ops = 0;
+};
+inline RoutingTarget routing_target() {
+  testing::TargetShape shape;
+  shape.hidden = 64;
+  shape.layers = 2;
+  shape.head_dim = 32;
+  shape.ffn = 96;
+  RoutingTarget r{testing::random_target(shape, 3), {}, 0};
+  auto graph = models::qwen3::build_target_graph(r.t.cfg, {});
+  EXPECT_TRUE(graph.ok()) << graph.error().message();
+  if (!graph.ok()) return r;
+  r.graph = std::move(graph).value();
+  for (const ir::Op& op : r.graph.ops) r.gemm_ops += std::holds_alternative<ir::Gemm>(op) ? 1 : 0;
+  EXPECT_EQ(r.gemm_ops, 4 * r.t.cfg.num_hidden_layers + 1);
+  return r;
+}
+
+// The plan's kernel steps that launch one of `ids`.
+inline size_t count_steps(const CudaPlan& plan, std::initializer_list<KernelId> ids) {
+  size_t count = 0;
+  for (const Step& s : plan.steps()) {
+    const auto* k = std::get_if<KernelStep>(&s);
+    if (k == nullptr) continue;
+    for (KernelId id : ids) count += k->id == id ? 1 : 0;
+  }
+  return count;
 }
 
 }  // namespace tandem::cuda::test
