@@ -427,16 +427,18 @@ struct GemmDecodeArgs {
 // f16/bf16 operands, f32 accumulation in mma.sync m16n8k16 steps over K in natural order (16 k a step), one
 // chain per 16-column tile and K slice, the slices summed in slice order, then the prior output: meant to give
 // cuBLASLt's bits for the same K split (lowering probes that before it uses it). A block is one tile (grid y),
-// a warp per K slice. Each warp streams its weights and rows through a ring of kGemmStreamStages stages in
-// dynamic shared memory (cp.async), kGemmStreamSteps k16 steps a stage: a stage holds the tile's 16 weight rows
-// and stage_rows (8 or 16, the bucket's rows rounded up) activation rows, each kGemmStreamRowBytes apart.
+// a warp per K slice. Each warp streams its weights and rows through a ring of `stages` stages (lowering sizes
+// it so an SM keeps enough bytes in flight) in dynamic shared memory (cp.async), kGemmStreamSteps k16 steps a
+// stage: a stage holds the tile's 16 weight rows and stage_rows (the bucket's rows) activation rows, each
+// kGemmStreamRowBytes apart.
 enum : unsigned {
   kGemmStreamWarps = 4,  // the most K slices
   kGemmStreamRows = 16,
   kGemmStreamSteps = 8,
-  kGemmStreamStages = 4,
+  kGemmStreamStagesMin = 3,
+  kGemmStreamStagesMax = 16,
   kGemmStreamRowBytes = kGemmStreamSteps * 16 * 2 + 16,  // +16: ldmatrix's 8 rows fall in distinct banks
-  kGemmStreamSmemMax = kGemmStreamWarps * kGemmStreamStages * (16 + kGemmStreamRows) * kGemmStreamRowBytes
+  kGemmStreamSmemMax = 200 * 1024                        // a block's ring at most (lowering keeps to it)
 };
 struct GemmStreamArgs {
   void* out;                 // [rows, cols] of the out type
@@ -449,7 +451,8 @@ struct GemmStreamArgs {
   unsigned splits;           // 1, 2 or 4: the block's warps
   unsigned slice_k;          // K per slice, a multiple of 16
   unsigned accumulate;       // 1: add the prior out (f32 out only)
-  unsigned stage_rows;       // 8 or 16: activation rows a stage holds
+  unsigned stage_rows;       // 1..16: activation rows a stage holds (the bucket's rows)
+  unsigned stages;           // kGemmStreamStagesMin..kGemmStreamStagesMax
 };
 
 // ---- the DFlash 2 selector walk (graph.h SelectorWalk; engine/ir/selector.h defines each step) ----
