@@ -64,8 +64,8 @@ struct CudaOptions {
   // With it, decoder GEMMs of up to 16 rows (decode steps, verify at batch 1) run tandem's streaming GEMM
   // (kernels/gemm_stream.cu) where a probe at lowering shows it computes exactly cuBLASLt's bits for the shape,
   // so a row's bits still do not depend on the bucket (TANDEM_CUDA_STREAM_GEMM=1). Off by default: on the H200
-  // its bits matched cuBLASLt's on every Qwen3-8B shape, but it streams at 0.1-1.6 TB/s (a batch-1 step 14.7 ms
-  // against 5.2; PERF_NOTES "cuBLASLt's bits from a kernel of our own").
+  // its bits match cuBLASLt's on every Qwen3-8B shape, but it is still 1.1-2.5x slower per GEMM at one row
+  // (PERF_NOTES "The streaming GEMM, second form").
   bool stream_gemm = false;
   // Streaming GEMMs start with programmatic dependent launch (sm_90): their first weights load while the kernel
   // ahead (an RMSNorm, SwiGLU, the attention's combine) still runs (TANDEM_CUDA_OVERLAP=0: plain launches).

@@ -9,21 +9,14 @@
 namespace tandem::cuda {
 namespace {
 
-// Weight bytes an SM should keep in flight to stream near the copy rate, and what its warps' rings may take of
-// its shared memory (PERF_NOTES "The streaming GEMM, second form"). The ring's depth changes only when bytes
-// arrive, never the arithmetic, so it may follow the device's SM count.
-constexpr uint64_t kInFlightPerSm = 96 * 1024;
-constexpr uint64_t kRingsPerSm = 200 * 1024;
-constexpr uint64_t kWeightStageBytes = 16ull * kernels::kGemmStreamSteps * 16 * 2;
-
-uint32_t ring_stages(uint64_t warps, uint32_t sms, uint32_t splits, uint32_t stage_bytes) {
-  const uint64_t per_sm = std::max<uint64_t>(1, (warps + sms - 1) / std::max<uint32_t>(sms, 1));
-  uint64_t stages = (kInFlightPerSm + per_sm * kWeightStageBytes - 1) / (per_sm * kWeightStageBytes) + 1;
-  stages = std::min<uint64_t>(stages, kRingsPerSm / (per_sm * stage_bytes));
-  stages = std::min<uint64_t>(stages, kernels::kGemmStreamSmemMax / (uint64_t{splits} * stage_bytes));
-  return static_cast<uint32_t>(
-      std::clamp<uint64_t>(stages, kernels::kGemmStreamStagesMin, kernels::kGemmStreamStagesMax));
-}
+// The ring's depth: measured on the H200 (PERF_NOTES "The streaming GEMM, second form"), 4 stages beat rings
+// sized for ~96 KB in flight per SM (up to 16 stages) on every Qwen3-8B shape, so the bytes in flight are not what
+// bounds this kernel. The depth changes only when bytes arrive, never the arithmetic.
+constexpr uint32_t kRingStages = 4;
+static_assert(kRingStages >= kernels::kGemmStreamStagesMin && kRingStages <= kernels::kGemmStreamStagesMax);
+static_assert(uint64_t{kernels::kGemmStreamWarps} * kRingStages * (16 + kernels::kGemmStreamRows) *
+                  kernels::kGemmStreamRowBytes <= kernels::kGemmStreamSmemMax,
+              "a block's rings fit its shared memory");
 
 }  // namespace
 
@@ -65,13 +58,13 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
   const uint32_t slice_k = ((a.width + splits - 1) / splits + 15) / 16 * 16;
   const uint32_t stage_rows = std::max<uint32_t>(rows, 1);
   const uint32_t stage_bytes = (16 + stage_rows) * kernels::kGemmStreamRowBytes;
-  const uint32_t stages = ring_stages(uint64_t{tiles} * splits, c.sms, splits, stage_bytes);
+  const uint32_t stages = kRingStages;
   s.grid = dim3(1, tiles);
   if (s.grid.y > 65535) {
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} column tiles (limit 65535)", what, s.grid.y);
   }
   s.block = dim3(splits * 32);
-  s.smem = splits * stages * stage_bytes;  // <= kGemmStreamSmemMax: at most 4 x 3 x 32 rows x 272 bytes
+  s.smem = splits * stages * stage_bytes;
   // INVARIANT: a, out and w are arena values and a weight sized at lowering for the bucket's rows (a [rows, k],
   // out [rows, n], w [n, k]) at the types checked above; the kernel touches real rows only.
   s.args = kernels::GemmStreamArgs{out.ptr,   a.ptr,  w,       c.ix.n,     a.kind(),   a.width, out.width,
