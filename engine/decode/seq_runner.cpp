@@ -150,7 +150,11 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
   std::vector<uint32_t> done(seqs.size(), 0);
   std::vector<uint32_t> starts(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) starts[i] = caches.length(seqs[i].slot);
-  // Each pass takes at most one chunk per sequence (a slot appears once per batch), in order.
+  // Each pass takes at most one chunk per sequence (a slot appears once per batch), in order. A sequence's chunk
+  // is what a run of it alone would take (its rows halved until a bucket holds them), never cut to the room the
+  // others leave: a chunk that does not fit waits for the next pass. So where a prompt is cut, and with it every
+  // row's attention (its key splits follow the chunk's rows), is a function of the sequence alone, and a row's
+  // bits do not depend on the batch it was prefilled in (gemm_impl.h's rule for the GEMMs).
   for (;;) {
     std::vector<Chunk> chunks;
     uint32_t tokens = 0, picks = 0;
@@ -160,16 +164,13 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
       uint32_t n = left;
       // RejectSample judges a verify block in one run.
       const bool split = split_ && seqs[i].proposals.empty();
-      while (n > 0 && !fits(tokens + n, static_cast<uint32_t>(chunks.size() + 1),
-                            picks + picks_in(seqs[i], done[i], done[i] + n))) {
-        n = split ? n / 2 : 0;
-      }
+      while (n > 0 && !fits(n, 1, picks_in(seqs[i], done[i], done[i] + n))) n = split ? n / 2 : 0;
       if (n == 0) {
-        if (chunks.empty()) {
-          return Error::make(ErrorKind::kCapacity, "no '{}' bucket holds {} rows of sequence {}{}", stage_, left, i,
-                             split ? "" : " in one batch");
-        }
-        continue;
+        return Error::make(ErrorKind::kCapacity, "no '{}' bucket holds {} rows of sequence {}{}", stage_, left, i,
+                           split ? "" : " in one batch");
+      }
+      if (!fits(tokens + n, static_cast<uint32_t>(chunks.size() + 1), picks + picks_in(seqs[i], done[i], done[i] + n))) {
+        continue;  // the next pass (it fits alone, so a pass that starts with it runs it)
       }
       chunks.push_back({i, done[i], n});
       tokens += n;

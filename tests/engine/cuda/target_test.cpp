@@ -181,6 +181,31 @@ TEST_P(CudaTargetTest, RowsAreBitIdenticalAloneAndInABatch) {
   EXPECT_EQ(together[1].ids.ids, alone[0].ids.ids);
 }
 
+// A prompt prefilled beside a long one is cut where it would be cut alone (decode::SeqRunner), so its rows keep
+// their bits: with 256-token buckets, 300 tokens alone run as 150 + 150; beside 800 tokens the old packing cut
+// them to whatever room was left (37, 32, 24, 21 ... rows), whose attention split its keys otherwise.
+TEST_P(CudaTargetTest, APromptIsCutAsAloneWhenOthersShareItsRuns) {
+  TANDEM_REQUIRE_GPU();
+  const testing::TinyTarget t = testing::random_target(shape(), 15);
+  auto gpu = cuda_backend(GetParam());
+  ASSERT_TRUE(gpu);
+  auto table = ir::BucketTable::parse("target 256 4 256\n", "test buckets");
+  ASSERT_TRUE(table.ok()) << table.error().message();
+  auto target = Target::create(*gpu, *t.weights, t.cfg, TargetOptions{{0, 2}, 4, 1024, &*table, true}, "tiny");
+  ASSERT_TRUE(target.ok()) << target.error().message();
+  testing::Rand r(9);
+  const std::vector<uint32_t> a = tokens(r, 300, 96), b = tokens(r, 800, 96);
+  std::vector<TargetOut> alone, together;
+  const TargetRows one{1, a, LogitRows::kAll, {}};
+  ASSERT_TRUE((*target)->forward_fetching_taps({&one, 1}, alone).ok());
+  ASSERT_TRUE((*target)->cache().crop(1, 0).ok());
+  const std::vector<TargetRows> rows = {{0, b, LogitRows::kLast, {}}, {1, a, LogitRows::kAll, {}}};
+  ASSERT_TRUE((*target)->forward_fetching_taps(rows, together).ok());
+  EXPECT_EQ(together[1].logits.data, alone[0].logits.data);
+  EXPECT_EQ(together[1].taps.data, alone[0].taps.data);
+  EXPECT_EQ(together[1].ids.ids, alone[0].ids.ids);
+}
+
 // A decode step's row (one row: the streaming GEMM where its probe passed) has the bits of the same row run
 // inside a batch past 16 rows (cuBLASLt): gemm_impl.h's rule across both GEMM paths.
 TEST_P(CudaTargetTest, ADecodeRowHasItsBitsInsideALargerBatch) {
