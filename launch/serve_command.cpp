@@ -44,6 +44,12 @@ void write_exit_file(const std::string& path, int code) {
 int serve(const ServeOptions& options) {
   // Before anything else: SIGUSR1's default action would end the process.
   std::signal(SIGUSR1, on_stop_signal);
+  // And before MPI starts its threads (they inherit this thread's mask): a mask that blocks the stop
+  // signals, passed on by whoever started mpirun, would keep rank 0 from ever hearing of a stop.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (const int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&stop_signals, sig);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   auto session = worker::MpiSession::init(nullptr, nullptr);
   if (!session.ok()) {
     std::fprintf(stderr, "tandem serve: %s\n", session.error().message().c_str());

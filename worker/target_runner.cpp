@@ -232,6 +232,7 @@ class TargetRunner final : public RankRunner {
     TANDEM_TRY(std::move(c));
     r.taps = std::move(out.at(0).taps.data);
     r.settled = 0;
+    r.keeps_taps = true;  // a request admitted for plain decoding drafts from here
     live.drafter = m.drafter;
     return ok_status();
   }
@@ -249,7 +250,12 @@ class TargetRunner final : public RankRunner {
     if (live_.empty()) return ok_status();
     std::vector<Live*> all;
     for (auto& [slot, live] : live_) all.push_back(&live);
-    const size_t group = std::max<size_t>(drafting_->group(block), 1);
+    size_t group = std::max<size_t>(drafting_->group(block), 1);
+    // On TapRoute::kDevice a group's tap rows must all be in the target's last run: rows of an earlier run
+    // of the same call would be fetched to the host before the next one overwrites them.
+    if (drafting_->route() == spec::TapRoute::kDevice) {
+      group = std::min<size_t>(group, std::max<uint32_t>(target_->seqs_per_run(std::max<uint32_t>(block, 1)), 1));
+    }
     for (size_t at = 0; at < all.size(); at += group) {
       const std::span<Live* const> lives(all.data() + at, std::min(group, all.size() - at));
       TANDEM_TRY(verify_group(lives, round, block, done));
@@ -333,11 +339,14 @@ class TargetRunner final : public RankRunner {
       Live& live = live_[a.slot];
       const int drafter = a.drafter >= 0 && drafting_->alive(a.drafter) ? a.drafter : -1;
       live = Live{a.request, drafter, std::move(r).value()};
+      live.request.keeps_taps = drafter >= 0;  // plain decoding: its tap rows are never kept (nor fetched)
       admitted.push_back(&live);
       requests.push_back(&live.request);
     }
     const auto t0 = Clock::now();
-    Status s = spec::prefill(*target_, requests, drafting_->route());
+    // A generator's own drafter settles a long prompt's earlier chunks from the device as the prefill runs
+    // (a target rank's go to the host first: its drafters take them over the links after the call).
+    Status s = spec::prefill(*target_, requests, drafting_->route(), drafter_.get());
     done.prefill_us = us_since(t0);
     if (!s.ok()) return s;
     TANDEM_TRY(after_target_run(admitted, done));

@@ -20,7 +20,7 @@ Status generate(models::qwen3::Target& target, models::dflash::Drafter* drafter,
                  active.end());
   };
   const TapRoute route = tap_route(target, drafter);
-  TANDEM_TRY(prefill(target, active, route));
+  TANDEM_TRY(prefill(target, active, route, drafter));
   drop_finished();
   const uint32_t block = drafter ? (options.block ? options.block : drafter->block_size()) : 1;
   // Rejection sampling's proposals stay on the drafter's device until the verify reads them, so a round

@@ -71,6 +71,9 @@ struct Request {
   uint32_t settled = 0;
   std::vector<float> taps;
   ir::DeviceRows device_taps;  // TapRoute::kDevice: the pending rows after `taps`, in the target's last run
+  // False for plain decoding (no drafter reads its tap rows): prefill and verify keep none, so none is
+  // fetched to the host either.
+  bool keeps_taps = true;
   Finish finish = Finish::kNone;
   // Statistics: rounds, drafts proposed and accepted, and per round the committed length (accepted + 1).
   uint32_t rounds = 0;
@@ -99,9 +102,12 @@ struct Draft {
 };
 
 // Runs each prompt through the target from position 0 (the slot is reset), samples the first token and
-// keeps the prompt's tap rows for the drafter.
+// keeps the prompt's tap rows for the drafter. Under TapRoute::kDevice the rows of the call's last target
+// run stay on the device (Request::device_taps); a long prompt's earlier chunks, which later runs of the
+// call overwrite, settle into `drafter` (on the target's backend) from the device as each run ends
+// (Request::settled moves on), or without one are fetched to the host (Request::taps).
 Status prefill(models::qwen3::Target& target, std::span<Request* const> requests,
-               TapRoute route = TapRoute::kHost);
+               TapRoute route = TapRoute::kHost, models::dflash::Drafter* drafter = nullptr);
 // Appends each request's pending tap rows (host ones, then device ones) to its drafter context (the
 // context is cut back to `settled` first, dropping the previous block's transient rows).
 Status settle(models::dflash::Drafter& drafter, std::span<Request* const> requests);

@@ -97,8 +97,11 @@ Status verify(models::qwen3::Target& target, std::span<Request* const> requests,
     if (trace) r.trace.push_back({r.start, d.tokens, v.accepted});
     // Rows 0..accepted (the anchor and the accepted drafts) are committed in the KV cache; the rest go.
     const uint32_t kept = v.accepted + 1;
-    TANDEM_TRY(keep_taps(r, out[i], kept, target.tap_width()));
+    if (r.keeps_taps) {
+      TANDEM_TRY(keep_taps(r, out[i], kept, target.tap_width()));
+    }
     r.start += kept;
+    if (!r.keeps_taps) r.settled = r.start;  // no drafter: nothing is pending
     TANDEM_TRY(target.cache().crop(r.slot, r.start));
     for (uint32_t token : v.committed) {
       if (!commit_token(r, token)) break;

@@ -206,6 +206,37 @@ TEST(ServeStop, ASecondCtrlCEndsTheJobAtOnce) {
   for (auto& r : replies) r.wait();  // answered or cut off: the job is gone
 }
 
+// A generator job whose launcher was started with SIGUSR1 blocked (tools/gpu-gen-serve-bench.sh on the
+// H200: a signal mask its starter set, which fork and exec pass on to mpirun and the ranks): SIGINT to
+// the launcher stops it cleanly, as with an open mask. Before, the launcher's SIGUSR1 stayed pending in
+// mpirun (so rank 0 never heard of the stop and logged nothing) until --stop-timeout ended the job after
+// 60 s with SIGTERM: "the job has not stopped 60 s after the stop request", as on the H200.
+TEST(ServeStop, AStopSignalBlockedByWhoeverStartedTheJobStillStopsIt) {
+  sigset_t blocked, old;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGUSR1);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &blocked, &old), 0);
+  ServiceJob job(pylm_deployment("{slots: 4, kv_capacity: 256, block_size: 8}", {"generator"}));
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &old, nullptr), 0);  // the launcher was forked with it
+  auto port = job.wait_listening();
+  ASSERT_TRUE(port) << job.output();
+  HttpConnection c(*port);
+  auto reply = c.request("POST", "/v1/completions", json{{"prompt", held_out_prompts().at(0)}, {"max_tokens", 8}}.dump(),
+                         60s);
+  ASSERT_TRUE(reply) << job.output();
+  EXPECT_EQ(reply->status, 200) << reply->body;
+  const auto stop = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(job.launcher(), SIGINT), 0);
+  auto code = job.wait(30s);
+  ASSERT_TRUE(code) << "not stopped 30 s after SIGINT\n" << job.output();
+  const std::string out = job.output();
+  EXPECT_EQ(*code, 0) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, 20s) << out;
+  EXPECT_NE(out.find("stopping: finishing the work in hand"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: the job stopped cleanly"), std::string::npos) << out;
+  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
+}
+
 // config/examples/cpu.yaml as shipped (a scorer and a generator rank; only the port, and the model paths
 // it finds from its own folder, changed for a test machine), run as the README shows: `tandem launch
 // --config`, no flags.

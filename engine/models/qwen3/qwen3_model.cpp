@@ -93,7 +93,8 @@ Status Target::forward_fetching_taps(std::span<const TargetRows> rows, std::vect
   return {};
 }
 
-Status Target::forward_keeping_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out) {
+Status Target::forward_keeping_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out,
+                                   const TapSink& early) {
   std::vector<ir::Tensor2> taps(rows.size());
   std::vector<ir::DeviceRows> kept(rows.size());
   for (ir::Tensor2& t : taps) t.width = tap_width_;
@@ -107,6 +108,7 @@ Status Target::forward_keeping_taps(std::span<const TargetRows> rows, std::vecto
         kept[c.seq] = device;
         return {};
       }
+      if (early) return early(c.seq, c.first, device);
       TANDEM_TRY(backend_.fetch(device, 0, device.rows, chunk));
       taps[c.seq].rows += chunk.rows;
       taps[c.seq].data.insert(taps[c.seq].data.end(), chunk.data.begin(), chunk.data.end());

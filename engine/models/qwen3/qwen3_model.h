@@ -101,15 +101,19 @@ class Target {
   // CPU drafter, tests and tools; a device drafter takes the rows through a TapSink instead).
   Status forward_fetching_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
   // forward() keeping every tap row for a drafter on this backend: the rows of the call's last run stay
-  // on the device (out[i].device_taps); a long prompt's earlier chunks, which later runs overwrite, are
-  // fetched to the host first (out[i].taps, rows before the device ones).
-  Status forward_keeping_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out);
+  // on the device (out[i].device_taps); a long prompt's earlier chunks, which later runs overwrite, go to
+  // `early` as each run ends (a drafter on this backend settles them there), or without it are fetched
+  // to the host first (out[i].taps, rows before the device ones).
+  Status forward_keeping_taps(std::span<const TargetRows> rows, std::vector<TargetOut>& out,
+                              const TapSink& early = {});
   // Lowers every plan a round of up to `seqs` requests of up to `rows` new rows each can use (decode:
   // 1 row, verify: the block); prompts longer than that still lower their bucket on first use.
   // `stopping`: as SeqRunner::prepare's (asked between buckets).
   Result<size_t> prepare_rounds(uint32_t seqs, uint32_t rows, const std::function<bool()>& stopping = {}) {
     return runner_.prepare(seqs, rows, stopping);
   }
+  // The most sequences of `rows` rows, every one picked (a verify block), that one run holds.
+  uint32_t seqs_per_run(uint32_t rows) const { return runner_.seqs_per_run(rows, rows); }
   size_t plans() const { return runner_.plans(); }
   size_t plan_bytes() const { return runner_.plan_bytes(); }
   ir::Backend& backend() const { return backend_; }

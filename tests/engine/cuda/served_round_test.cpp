@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "coordinator/scheduler_metrics.h"
 #include "engine/backends/backend_factory.h"
@@ -235,6 +236,65 @@ TEST(ServedRoundOnCuda, SplitBf16TargetKeepsItsSixteenBitTapsOffTheHost) {
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i], want[i]) << "request " << i;
   EXPECT_GT(got.accepted, 0u) << "no draft was accepted: speculation did not run";
   expect_ids_only(got, kTapRowBytes / 2);
+}
+
+}  // namespace
+}  // namespace tandem::cuda::test
+
+namespace tandem::cuda::test {
+namespace {
+
+// The one-rank generator as tools/gpu-gen-serve-bench.sh serves it on the H200 (BF16, greedy speculative,
+// seeded sample-and-match and plain "speculative": false requests in the same rounds), with more prompts
+// admitted together than one target run holds (the embedded buckets run at most 64 sequences; on the
+// H200, 32 prompts of 64-512 tokens pass a run's 4,096 tokens), so a prefill spans several runs. The
+// earlier runs' tap rows settle into the generator's drafter from the device (and a plain request keeps
+// none); before, forward_keeping_taps fetched them to the host, for plain requests too: there, ~1 MB a
+// round on average. The job copies less than one tap row per request (its prompt alone has 3), ids only;
+// every request's tokens equal plain decoding's.
+TEST(ServedRoundOnCuda, GeneratorPrefillOverSeveralRunsKeepsTheTapsOffTheHost) {
+  TANDEM_REQUIRE_GPU();
+  // 130 at once: whichever round admits the most (the first takes what has arrived) admits more than 64.
+  constexpr size_t kRequests = 130;
+  const auto prompts = coordinator::test::eval_prompts();
+  ASSERT_FALSE(prompts.empty());
+  std::vector<GenerationRequest> reqs;
+  for (size_t i = 0; i < kRequests; ++i) {
+    GenerationRequest g;
+    const auto& p = prompts[i % prompts.size()];
+    const size_t at = (i / prompts.size()) % (p.size() - 3);
+    g.prompt.assign(p.begin() + static_cast<std::ptrdiff_t>(at), p.begin() + static_cast<std::ptrdiff_t>(at) + 3);
+    g.max_tokens = 2;
+    if (i % 3 == 1) g.sampling = {0.8f, 0.95f, 1000 + i};
+    if (i % 3 == 2) g.speculative = false;
+    reqs.push_back(std::move(g));
+  }
+  // Every 13th request (each kind) against plain decoding: the emulator decodes 130 alone in minutes.
+  std::vector<GenerationRequest> checked;
+  for (size_t i = 0; i < kRequests; i += 13) checked.push_back(reqs[i]);
+  const auto want = plain_on_cuda(checked, ir::Precision::kBF16);
+  ASSERT_EQ(want.size(), checked.size());
+  config::Deployment d = cuda_deployment(kRequests, config::Verify::kMatch);
+  d.ranks[1].backend.precision = ir::Precision::kBF16;
+  d.generation.kv_capacity = 32;
+  // A warm-up of 130 slots' buckets takes minutes on the emulator; the rounds lower the few they use, and
+  // without GEMM probes that lowering copies nothing to the host.
+  d.generation.warm_up = false;
+  ::setenv("TANDEM_CUDA_GEMM_PROBE", "0", 1);
+  const Served got = serve(d, reqs);
+  ::unsetenv("TANDEM_CUDA_GEMM_PROBE");
+  ASSERT_EQ(got.tokens.size(), reqs.size());
+  for (size_t k = 0; k < checked.size(); ++k) EXPECT_EQ(got.tokens[13 * k], want[k]) << "request " << 13 * k;
+  constexpr uint64_t kBf16TapRowBytes = kTapRowBytes / 2;
+  ASSERT_GT(got.rounds, 0u);
+  EXPECT_GT(got.d2h_bytes, 0u) << "the ids come to the host, so the count cannot be 0 on a GPU";
+  EXPECT_LT(got.d2h_bytes, kRequests * kBf16TapRowBytes)
+      << got.rounds << " rounds of " << kRequests << " requests copied " << got.d2h_bytes
+      << " bytes: tap rows crossed to the host";
+  EXPECT_NE(got.metrics.find("tandem_gen_device_to_host_bytes_total{rank=\"1\"} " + std::to_string(got.d2h_bytes) +
+                             "\n"),
+            std::string::npos)
+      << got.metrics;
 }
 
 }  // namespace

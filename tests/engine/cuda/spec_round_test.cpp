@@ -61,6 +61,7 @@ Models make_models(uint32_t version = 1) {
 struct RoundRun {
   uint64_t last_round_d2h = 0;               // bytes the last round copied to the host
   uint64_t last_draft_d2h = 0;               // ... of which its draft step copied
+  uint64_t prefill_d2h = 0;                  // bytes the prefill copied to the host
   std::vector<std::vector<uint32_t>> tokens;  // every request's tokens after the rounds
   std::vector<std::vector<uint32_t>> drafts;  // every round's drafts, request by request
   std::vector<std::vector<spec::Proposal>> proposals;  // and their proposals (under kReject at T > 0)
@@ -76,7 +77,8 @@ uint64_t d2h_bytes(const ir::Backend& b) {
 // (the earlier ones lower every plan the round uses).
 RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t prompt_len = 5,
                     const ir::BucketTable* buckets = nullptr, spec::VerifyMode mode = spec::VerifyMode::kMatch,
-                    spec::SamplingParams sampling = {}, TapRoute proposals = TapRoute::kHost) {
+                    spec::SamplingParams sampling = {}, TapRoute proposals = TapRoute::kHost,
+                    bool prefill_into_drafter = false) {
   RoundRun run;
   CudaOptions o;
   o.precision = ir::Precision::kF32;
@@ -110,7 +112,9 @@ RoundRun run_rounds(const Models& m, uint32_t batch, TapRoute route, uint32_t pr
   }
   std::vector<spec::Request*> ptrs;
   for (spec::Request& r : requests) ptrs.push_back(&r);
-  Status st = spec::prefill(**target, ptrs, route);
+  const uint64_t before_prefill = d2h_bytes(cuda);
+  Status st = spec::prefill(**target, ptrs, route, prefill_into_drafter ? drafter->get() : nullptr);
+  run.prefill_d2h = d2h_bytes(cuda) - before_prefill;
   EXPECT_TRUE(st.ok()) << st.error().message();
   std::vector<spec::Draft> drafts;
   for (uint32_t round = 0; round < kRounds && st.ok(); ++round) {
@@ -245,6 +249,15 @@ TEST(CudaSpecRound, ChunkedPromptsSettleAsThroughTheHost) {
   ASSERT_EQ(device.drafts.size(), 2 * kRounds);
   EXPECT_EQ(device.drafts, host.drafts);
   EXPECT_EQ(device.tokens, host.tokens);
+  // With the drafter at hand (a generator's), the early chunks settle into it from the device as each run
+  // ends: the prefill copies only its first tokens' ids (a 16-row bucket's picks, 4 bytes each, a run),
+  // not the 16 tap rows of 2 KiB it fetched above, and the drafts are the same.
+  const RoundRun direct = run_rounds(m, 2, TapRoute::kDevice, 21, &*table, spec::VerifyMode::kMatch, {},
+                                     TapRoute::kHost, true);
+  EXPECT_GE(device.prefill_d2h, 16u * 2 * 256 * sizeof(float));
+  EXPECT_LE(direct.prefill_d2h, 4u * 16 * sizeof(uint32_t)) << "tap rows crossed to the host";
+  EXPECT_EQ(direct.drafts, host.drafts);
+  EXPECT_EQ(direct.tokens, host.tokens);
 }
 
 }  // namespace
