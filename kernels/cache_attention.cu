@@ -71,13 +71,7 @@ TK_DEV unsigned shfl_count(unsigned v, unsigned lane) {
 TK_DEV unsigned ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
 TK_DEV unsigned lowest_bit(unsigned m) { return static_cast<unsigned>(__ffs(static_cast<int>(m)) - 1); }
 #else
-inline unsigned ballot(bool p) {  // two exact float sums of distinct powers of two below 2^16
-  const unsigned lane = threadIdx.x & 31u;
-  const float bit = p ? static_cast<float>(1u << (lane & 15u)) : 0.0f;
-  const unsigned lo = static_cast<unsigned>(warp_sum(lane < 16 ? bit : 0.0f));
-  const unsigned hi = static_cast<unsigned>(warp_sum(lane < 16 ? 0.0f : bit));
-  return lo | (hi << 16);
-}
+inline unsigned ballot(bool p) { return ::tandem::emu::warp_ballot(p); }  // the emulator's (simt.h)
 inline unsigned lowest_bit(unsigned m) { return static_cast<unsigned>(__builtin_ctz(m)); }
 #endif
 

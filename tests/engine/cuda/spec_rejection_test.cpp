@@ -29,7 +29,7 @@ using tandem::testing::Joint;
 constexpr uint32_t kVocab = 8, kBlock = 4;
 const std::vector<uint32_t> kPrompt = {3, 1, 4};
 
-// The emulator runs 256 seeds in groups of 128 (about a minute per drafter on two cores), the GPU 12,000
+// The emulator runs 256 seeds in groups of 128 (about 45 s per drafter on two cores), the GPU 12,000
 // in groups of 500.
 uint32_t seeds() { return emulated() ? 256 : 12000; }
 uint32_t group() { return emulated() ? 128 : 500; }

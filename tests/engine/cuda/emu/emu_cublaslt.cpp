@@ -271,44 +271,68 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
     const uint64_t k = x.transa == CUBLAS_OP_T ? la.rows : la.cols;
     const auto ld_a = static_cast<uint64_t>(la.ld), ld_b = static_cast<uint64_t>(lb.ld);
     const auto ld_c = static_cast<uint64_t>(lc.ld), ld_d = static_cast<uint64_t>(ld.ld);
-    // op(A) rows and op(B) columns gathered as float vectors over k, then dot products in k order.
+    // op(A) rows and op(B) columns gathered as float vectors over k in summation order (k order, or
+    // reversed for 0x7a12), then dot products in that order.
     std::vector<float> arow(lc.rows * k), bcol(lc.cols * k);
     for (uint64_t i = 0; i < lc.rows; ++i) {
       for (uint64_t p = 0; p < k; ++p) {
-        arow[i * k + p] = tandem::emu::load(A, la.type, x.transa == CUBLAS_OP_T ? p + i * ld_a : i + p * ld_a);
+        const uint64_t q = reverse ? k - 1 - p : p;
+        arow[i * k + p] = tandem::emu::load(A, la.type, x.transa == CUBLAS_OP_T ? q + i * ld_a : i + q * ld_a);
       }
     }
     for (uint64_t j = 0; j < lc.cols; ++j) {
       for (uint64_t p = 0; p < k; ++p) {
-        bcol[j * k + p] = tandem::emu::load(B, lb.type, x.transb == CUBLAS_OP_T ? j + p * ld_b : p + j * ld_b);
+        const uint64_t q = reverse ? k - 1 - p : p;
+        bcol[j * k + p] = tandem::emu::load(B, lb.type, x.transb == CUBLAS_OP_T ? j + q * ld_b : q + j * ld_b);
       }
     }
-    for (uint64_t j = 0; j < lc.cols; ++j) {
+    // Up to kCols columns at once, each its own chain of sums in the same order (a column's bits are
+    // those of a dot product on its own; the chains only overlap in time).
+    constexpr uint64_t kCols = 4;
+    for (uint64_t j0 = 0; j0 < lc.cols; j0 += kCols) {
+      const uint64_t nj = std::min<uint64_t>(kCols, lc.cols - j0);
       for (uint64_t i = 0; i < lc.rows; ++i) {
         const float* ar = arow.data() + i * k;
-        const float* bc = bcol.data() + j * k;
-        float acc = 0.0f;
-        if (blocked) {
-          // 16-bit operands run on tensor cores: each step of 16 k is summed on its own, then added.
-          for (uint64_t p0 = 0; p0 < k; p0 += 16) {
-            float step = 0.0f;
-            for (uint64_t p = p0; p < std::min<uint64_t>(k, p0 + 16); ++p) {
-              const uint64_t q = reverse ? k - 1 - p : p;
-              step += ar[q] * bc[q];
+        float acc[kCols] = {};
+        if (nj == kCols) {
+          const float* bc[kCols];
+          for (uint64_t col = 0; col < kCols; ++col) bc[col] = bcol.data() + (j0 + col) * k;
+          if (blocked) {
+            // 16-bit operands run on tensor cores: each step of 16 k is summed on its own, then added.
+            for (uint64_t p0 = 0; p0 < k; p0 += 16) {
+              float step[kCols] = {};
+              for (uint64_t p = p0; p < std::min<uint64_t>(k, p0 + 16); ++p) {
+                for (uint64_t col = 0; col < kCols; ++col) step[col] += ar[p] * bc[col][p];
+              }
+              for (uint64_t col = 0; col < kCols; ++col) acc[col] += step[col];
             }
-            acc += step;
+          } else {
+            for (uint64_t p = 0; p < k; ++p) {
+              for (uint64_t col = 0; col < kCols; ++col) acc[col] += ar[p] * bc[col][p];
+            }
           }
         } else {
-          for (uint64_t p = 0; p < k; ++p) {
-            const uint64_t q = reverse ? k - 1 - p : p;
-            acc += ar[q] * bc[q];
+          for (uint64_t col = 0; col < nj; ++col) {
+            const float* bc = bcol.data() + (j0 + col) * k;
+            if (blocked) {
+              for (uint64_t p0 = 0; p0 < k; p0 += 16) {
+                float step = 0.0f;
+                for (uint64_t p = p0; p < std::min<uint64_t>(k, p0 + 16); ++p) step += ar[p] * bc[p];
+                acc[col] += step;
+              }
+            } else {
+              for (uint64_t p = 0; p < k; ++p) acc[col] += ar[p] * bc[p];
+            }
           }
         }
-        float v = al * acc;
-        if (be != 0.0f) v += be * tandem::emu::load(C, lc.type, i + j * ld_c);
-        if ((x.epilogue & CUBLASLT_EPILOGUE_BIAS) != 0) v += static_cast<const float*>(x.bias)[i];
-        if ((x.epilogue & CUBLASLT_EPILOGUE_RELU) != 0) v = v > 0.0f ? v : 0.0f;
-        tandem::emu::store(D, ld.type, i + j * ld_d, v);
+        for (uint64_t col = 0; col < nj; ++col) {
+          const uint64_t j = j0 + col;
+          float v = al * acc[col];
+          if (be != 0.0f) v += be * tandem::emu::load(C, lc.type, i + j * ld_c);
+          if ((x.epilogue & CUBLASLT_EPILOGUE_BIAS) != 0) v += static_cast<const float*>(x.bias)[i];
+          if ((x.epilogue & CUBLASLT_EPILOGUE_RELU) != 0) v = v > 0.0f ? v : 0.0f;
+          tandem::emu::store(D, ld.type, i + j * ld_d, v);
+        }
       }
     }
     tandem::emu::check_guards("cublasLtMatmul");

@@ -84,7 +84,13 @@ struct Fiber {
   unsigned linear = 0;
   std::vector<AsyncCopy> copies;   // issued, not yet performed
   size_t committed = 0;            // groups committed so far; copies of group `committed` are open
+  unsigned reads = 0;              // warp_read calls so far: which of the two read banks the next one uses
 };
+
+// Where the scheduler is in its walk over the block's threads (run_block's comment describes the order):
+// kPass scans the pass at position n; kCheck asks whether warp w's collective can run on at once
+// (eager blocks); kWarp runs warp w's ready lanes from lane k.
+enum class Phase { kPass, kCheck, kWarp };
 
 struct Block {
   const char* name = nullptr;
@@ -95,8 +101,17 @@ struct Block {
   size_t count = 0;
   Fiber* current = nullptr;
   void* scheduler_sp = nullptr;
-  std::vector<unsigned char> slots;  // warps × 32 × kSlotBytes
+  std::vector<unsigned char> slots;  // warps × 32 × kSlotBytes, then warp_read's two banks of the same
   std::vector<unsigned char> dynamic;  // the launch's dynamic shared memory, refilled per block
+  // Threads per state, the block's and each warp's (kept as the states change, so the scheduler's checks
+  // cost the same whatever the block size).
+  size_t block_waiting = 0, done = 0;
+  std::vector<unsigned> warp_waiting, warp_done;
+  std::vector<unsigned> ballots;  // warp_ballot's words: two banks per warp
+  // The walk (run_block): the pass's direction, position and whether it ran a thread; the warp in hand.
+  bool descending = false, eager = false, ran = false;
+  Phase phase = Phase::kPass;
+  size_t n = 0, w = 0, k = 0;
 };
 
 thread_local Block* g_block = nullptr;
@@ -130,12 +145,16 @@ unsigned char* stack_at(size_t i) {
   return pool[i];
 }
 
+void switch_from(Block& b, Fiber& from);
+
 extern "C" void tandem_emu_fiber_main(Fiber* f) {
   Block* b = g_block;
   b->invoke(b->args);
   if (!f->copies.empty()) die(b->name, "a thread exited with cp.async copies it never waited for");
   f->state = State::kDone;
-  tandem_emu_switch(&f->sp, b->scheduler_sp);
+  ++b->done;
+  ++b->warp_done[f->linear / 32];
+  switch_from(*b, *f);
   die(b->name, "a finished fiber was resumed");
 }
 
@@ -159,24 +178,18 @@ void prepare(Fiber& f) {
   f.state = State::kReady;
   f.copies.clear();
   f.committed = 0;
-}
-
-void yield() {
-  Block* b = g_block;
-  tandem_emu_switch(&b->current->sp, b->scheduler_sp);
+  f.reads = 0;
 }
 
 // Releases warp w's collective when every live lane of it has reached one; false otherwise.
 bool release_warp(Block& b, size_t w) {
-  auto& fibers = *b.fibers;
-  size_t waiting = 0, done = 0, lanes = 0;
-  for (size_t i = w * 32; i < std::min(b.count, w * 32 + 32); ++i, ++lanes) {
-    waiting += fibers[i].state == State::kWarpWait;
-    done += fibers[i].state == State::kDone;
-  }
+  const size_t lanes = std::min(b.count, w * 32 + 32) - w * 32;
+  const size_t waiting = b.warp_waiting[w], done = b.warp_done[w];
   if (waiting == 0 || waiting + done != lanes) return false;
   if (done > 0) die(b.name, "a warp collective after some lanes of the warp exited");
+  auto& fibers = *b.fibers;
   for (size_t i = w * 32; i < w * 32 + lanes; ++i) fibers[i].state = State::kReady;
+  b.warp_waiting[w] = 0;
   return true;
 }
 
@@ -187,53 +200,101 @@ bool release(Block& b) {
   const size_t warps = (b.count + 31) / 32;
   for (size_t w = 0; w < warps; ++w) released = release_warp(b, w) || released;
   if (released) return true;
-  size_t waiting = 0, done = 0;
-  for (size_t i = 0; i < b.count; ++i) {
-    waiting += fibers[i].state == State::kBlockWait;
-    done += fibers[i].state == State::kDone;
-  }
-  if (waiting > 0 && waiting + done == b.count) {
+  if (b.block_waiting > 0 && b.block_waiting + b.done == b.count) {
     for (size_t i = 0; i < b.count; ++i) {
       if (fibers[i].state == State::kBlockWait) fibers[i].state = State::kReady;
     }
+    b.block_waiting = 0;
     return true;
   }
   return false;
-}
-
-void run_fiber(Block& b, size_t i) {
-  b.current = &(*b.fibers)[i];
-  tandem_emu_switch(&b.scheduler_sp, b.current->sp);
 }
 
 // Passes run the ready threads in ascending or descending order, alternating with the block and the
 // pass, so a read that needs a barrier it lacks sees stale shared memory in one of the orders. In eager
 // blocks a warp whose lanes all reach a warp collective runs on at once, ahead of the other warps, so
 // a warp reading what other warps write without a block barrier between sees it unwritten.
+//
+// The order as a loop (what next() walks one step at a time, so that a thread that stops at a barrier
+// switches straight to the next one rather than through the scheduler):
+//   for (;;) {
+//     for each thread i in the pass's order: if ready, run it; then while (eager && release_warp(i / 32))
+//       run the ready lanes of warp i / 32 in ascending order;
+//     flip the direction; stop when every thread is done; release barriers; none and nothing ran: deadlock
+//   }
+// The index of the thread to run next, or count when the block is done.
+size_t next(Block& b) {
+  auto& fibers = *b.fibers;
+  for (;;) {
+    switch (b.phase) {
+      case Phase::kCheck:
+        if (b.eager && release_warp(b, b.w)) {
+          b.k = b.w * 32;
+          b.phase = Phase::kWarp;
+        } else {
+          b.phase = Phase::kPass;
+        }
+        break;
+      case Phase::kWarp: {
+        const size_t end = std::min(b.count, b.w * 32 + 32);
+        while (b.k < end) {
+          const size_t i = b.k++;
+          if (fibers[i].state == State::kReady) return i;
+        }
+        b.phase = Phase::kCheck;
+        break;
+      }
+      case Phase::kPass:
+        while (b.n < b.count) {
+          const size_t i = b.descending ? b.count - 1 - b.n : b.n;
+          ++b.n;
+          if (fibers[i].state != State::kReady) continue;
+          b.ran = true;
+          b.w = i / 32;
+          b.phase = Phase::kCheck;
+          return i;
+        }
+        b.descending = !b.descending;
+        if (b.done == b.count) return b.count;
+        if (!release(b) && !b.ran) die(b.name, "deadlock: threads wait at barriers that cannot all be reached");
+        b.n = 0;
+        b.ran = false;
+        break;
+    }
+  }
+}
+
+// Leaves `from` (stopped at a barrier, or done) for the next thread to run, or the launching thread
+// once the block is done; returns at once when the next thread is `from` itself.
+void switch_from(Block& b, Fiber& from) {
+  const size_t i = next(b);
+  if (i == b.count) {
+    tandem_emu_switch(&from.sp, b.scheduler_sp);
+    return;
+  }
+  Fiber& to = (*b.fibers)[i];
+  if (&to == &from) return;
+  b.current = &to;
+  tandem_emu_switch(&from.sp, to.sp);
+}
+
 void run_block(Block& b, bool descending, bool eager) {
   auto& fibers = *b.fibers;
   std::fill(b.dynamic.begin(), b.dynamic.end(), static_cast<unsigned char>(0xff));
   for (size_t i = 0; i < b.count; ++i) prepare(fibers[i]);
-  for (;;) {
-    bool ran = false;
-    for (size_t n = 0; n < b.count; ++n) {
-      const size_t i = descending ? b.count - 1 - n : n;
-      if (fibers[i].state != State::kReady) continue;
-      run_fiber(b, i);
-      ran = true;
-      const size_t w = i / 32;
-      while (eager && release_warp(b, w)) {
-        for (size_t k = w * 32; k < std::min(b.count, w * 32 + 32); ++k) {
-          if (fibers[k].state == State::kReady) run_fiber(b, k);
-        }
-      }
-    }
-    descending = !descending;
-    bool all_done = true;
-    for (size_t i = 0; i < b.count; ++i) all_done = all_done && fibers[i].state == State::kDone;
-    if (all_done) return;
-    if (!release(b) && !ran) die(b.name, "deadlock: threads wait at barriers that cannot all be reached");
-  }
+  b.block_waiting = 0;
+  b.done = 0;
+  std::fill(b.warp_waiting.begin(), b.warp_waiting.end(), 0u);
+  std::fill(b.warp_done.begin(), b.warp_done.end(), 0u);
+  b.descending = descending;
+  b.eager = eager;
+  b.ran = false;
+  b.phase = Phase::kPass;
+  b.n = 0;
+  const size_t first = next(b);  // a fresh block always has a ready thread
+  b.current = &fibers[first];
+  tandem_emu_switch(&b.scheduler_sp, b.current->sp);
+  // Back here once every thread is done.
 }
 
 }  // namespace
@@ -245,18 +306,44 @@ const Dim3& grid_dim() { return g_block->grid_dim; }
 unsigned lane_id() { return g_block->current->linear & 31u; }
 
 void sync_block() {
-  g_block->current->state = State::kBlockWait;
-  yield();
+  Block& b = *g_block;
+  Fiber& f = *b.current;
+  f.state = State::kBlockWait;
+  ++b.block_waiting;
+  switch_from(b, f);
 }
 
 void warp_sync() {
-  g_block->current->state = State::kWarpWait;
-  yield();
+  Block& b = *g_block;
+  Fiber& f = *b.current;
+  f.state = State::kWarpWait;
+  ++b.warp_waiting[f.linear / 32];
+  switch_from(b, f);
 }
 
 unsigned char* warp_slot(unsigned lane) {
   const size_t warp = g_block->current->linear / 32;
   return g_block->slots.data() + (warp * 32 + lane) * kSlotBytes;
+}
+
+unsigned char* warp_read_slots() {
+  Block& b = *g_block;
+  Fiber& f = *b.current;
+  const size_t warps = (b.count + 31) / 32;
+  const size_t bank = 1 + (f.reads++ & 1u);
+  return b.slots.data() + ((bank * warps + f.linear / 32) * 32) * kSlotBytes;
+}
+
+unsigned warp_ballot(bool p) {
+  Block& b = *g_block;
+  Fiber& f = *b.current;
+  // The warp's word in the bank of this read (as warp_read_slots alternates them): every lane sets or
+  // clears its own bit, so no lane needs to clear the word first; lanes past the block's end stay 0.
+  unsigned& word = b.ballots[2 * (f.linear / 32) + (f.reads++ & 1u)];
+  const unsigned bit = 1u << (f.linear & 31u);
+  word = p ? word | bit : word & ~bit;
+  warp_sync();
+  return word;
 }
 
 void assert_aligned(const void* p, unsigned bytes, const char* file, int line) {
@@ -391,7 +478,11 @@ void run_kernel(const char* name, Invoke invoke, void* args, Dim3 grid, Dim3 blo
   b.grid_dim = grid;
   b.fibers = &fibers;
   b.count = count;
-  b.slots.assign((count + 31) / 32 * 32 * kSlotBytes, 0);
+  const size_t warps = (count + 31) / 32;
+  b.slots.assign(3 * warps * 32 * kSlotBytes, 0);
+  b.warp_waiting.assign(warps, 0);
+  b.warp_done.assign(warps, 0);
+  b.ballots.assign(2 * warps, 0);
   b.dynamic.assign(shared, 0xff);
   Block* outer = g_block;
   g_block = &b;

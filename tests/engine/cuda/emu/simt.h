@@ -25,17 +25,26 @@ inline constexpr size_t kSlotBytes = 64;
 // The exchange slot of `lane` in the current warp (valid between two warp_sync calls).
 unsigned char* warp_slot(unsigned lane);
 
+// The current warp's 32 exchange slots for its next warp_read: the reads alternate between two banks
+// (apart from warp_slot's), so a lane that writes its next offer while others still read this one's
+// cannot overwrite them, and one barrier per read suffices (every lane reads a bank before it reaches
+// the next read's barrier, and the bank is written again only after that barrier).
+unsigned char* warp_read_slots();
+
 // Every lane of the warp offers `mine`; each gets the value lane `from` offered.
 template <class T>
 T warp_read(T mine, unsigned from) {
   static_assert(sizeof(T) <= kSlotBytes);
-  std::memcpy(warp_slot(lane_id()), &mine, sizeof(T));
+  unsigned char* slots = warp_read_slots();
+  std::memcpy(slots + lane_id() * kSlotBytes, &mine, sizeof(T));
   warp_sync();
   T out;
-  std::memcpy(&out, warp_slot(from & 31u), sizeof(T));
-  warp_sync();
+  std::memcpy(&out, slots + (from & 31u) * kSlotBytes, sizeof(T));
   return out;
 }
+
+// __ballot_sync over the whole warp: bit l of the result is lane l's `p` (one warp_read's exchange).
+unsigned warp_ballot(bool p);
 
 // d += A · B for the warp's m16n8k16 fragments (PTX ISA layouts).
 void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
