@@ -94,6 +94,15 @@ TEST(GemmDecodeSplit, FromKAndNOnly) {
   EXPECT_EQ(split(136, 40), std::make_pair(1u, 5u));
 }
 
+// The default table prefills the target in runs of at most kDecodeGemmMaxRows tokens (buckets.txt): above it a
+// decoder's split GEMMs run in one pass with other bits, and a prompt must get the bits it gets alone however
+// many others share its runs (cuda_target_test APromptIsCutAsAloneWhenOthersShareItsRuns for the cut itself).
+TEST(GemmDecodeSplitLine, TheDefaultTargetBucketsStayAtOrBelowIt) {
+  const std::vector<ir::Bucket>& target = ir::BucketTable::defaults().stage("target");
+  ASSERT_FALSE(target.empty());
+  for (const ir::Bucket& b : target) EXPECT_LE(b.tokens, kDecodeGemmMaxRows) << ir::to_string(b);
+}
+
 size_t decode_steps(const CudaPlan& plan) {
   return count_steps(plan, {KernelId::gemm_decode_f16_f32, KernelId::gemm_decode_f16_f16,
                             KernelId::gemm_decode_bf16_f32, KernelId::gemm_decode_bf16_bf16});
