@@ -39,6 +39,7 @@
 #include "config/config.h"
 #include "launch/commands.h"
 #include "launch/mpi_output_filter.h"
+#include "launch/stop_signals.h"
 
 namespace tandem::launch {
 namespace {
@@ -224,13 +225,9 @@ MpirunEnd run_mpirun(std::vector<std::string>& args, bool raw, std::chrono::seco
     std::fprintf(stderr, "tandem launch: pipe: %s\n", std::strerror(errno));
     return {1, false, 0};
   }
-  // Whoever started this command may have blocked the stop signals (a mask passes through fork and exec):
-  // blocked here, a SIGINT or SIGTERM would never reach count_signal, and in mpirun (forked below with this
-  // mask) the SIGUSR1 that stops the job would stay pending, so rank 0 never heard of the stop.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  for (const int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&stop_signals, sig);
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  // Blocked here, a SIGINT or SIGTERM would never reach count_signal, and in mpirun (forked below with this
+  // mask) the SIGUSR1 that stops the job would stay pending.
+  unblock_stop_signals();
   struct sigaction counting {};
   counting.sa_handler = count_signal;
   sigemptyset(&counting.sa_mask);

@@ -20,6 +20,7 @@
 #include "coordinator/coordinator.h"
 #include "engine/core/log.h"
 #include "launch/commands.h"
+#include "launch/stop_signals.h"
 #include "worker/worker.h"
 
 namespace tandem::launch {
@@ -44,12 +45,8 @@ void write_exit_file(const std::string& path, int code) {
 int serve(const ServeOptions& options) {
   // Before anything else: SIGUSR1's default action would end the process.
   std::signal(SIGUSR1, on_stop_signal);
-  // And before MPI starts its threads (they inherit this thread's mask): a mask that blocks the stop
-  // signals, passed on by whoever started mpirun, would keep rank 0 from ever hearing of a stop.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  for (const int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&stop_signals, sig);
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  // And before MPI starts its threads (they inherit this thread's mask).
+  unblock_stop_signals();
   auto session = worker::MpiSession::init(nullptr, nullptr);
   if (!session.ok()) {
     std::fprintf(stderr, "tandem serve: %s\n", session.error().message().c_str());

@@ -250,12 +250,13 @@ TEST(CudaSpecRound, ChunkedPromptsSettleAsThroughTheHost) {
   EXPECT_EQ(device.drafts, host.drafts);
   EXPECT_EQ(device.tokens, host.tokens);
   // With the drafter at hand (a generator's), the early chunks settle into it from the device as each run
-  // ends: the prefill copies only its first tokens' ids (a 16-row bucket's picks, 4 bytes each, a run),
-  // not the 16 tap rows of 2 KiB it fetched above, and the drafts are the same.
+  // ends: the prefill copies only its first tokens' ids (a 16-row bucket's picks, 4 bytes each, a run; the two
+  // prompts take 5 runs, each cut where it would be alone), not the 16 tap rows of 2 KiB it fetched above, and
+  // the drafts are the same.
   const RoundRun direct = run_rounds(m, 2, TapRoute::kDevice, 21, &*table, spec::VerifyMode::kMatch, {},
                                      TapRoute::kHost, true);
   EXPECT_GE(device.prefill_d2h, 16u * 2 * 256 * sizeof(float));
-  EXPECT_LE(direct.prefill_d2h, 4u * 16 * sizeof(uint32_t)) << "tap rows crossed to the host";
+  EXPECT_LE(direct.prefill_d2h, 5u * 16 * sizeof(uint32_t)) << "tap rows crossed to the host";
   EXPECT_EQ(direct.drafts, host.drafts);
   EXPECT_EQ(direct.tokens, host.tokens);
 }
