@@ -81,6 +81,12 @@ int serve(const ServeOptions& options) {
   auto transport = worker::make_mpi_transport();
 
   if (topo.is_coordinator()) {
+    // SIGUSR1 is how `tandem launch` stops the job (mpirun passes it on): if MPI's start took it, take it
+    // back, and say so, since a stop that never arrives looks like a hang.
+    if (!handles_signal(SIGUSR1, on_stop_signal)) {
+      log::warn("MPI's start replaced rank 0's SIGUSR1 handler; restoring it, so that tandem launch can stop the job");
+      std::signal(SIGUSR1, on_stop_signal);
+    }
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
     // A job serves scoring, generation or both: name the models it has (a generation-only job has no

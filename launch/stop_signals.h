@@ -17,4 +17,12 @@ inline void unblock_stop_signals() {
   pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
 }
 
+// Whether `handler` still answers `sig`: a library started after it was installed (MPI's run-time, a
+// transport under it) may have taken the signal for itself.
+inline bool handles_signal(int sig, void (*handler)(int)) {
+  struct sigaction now {};
+  sigaction(sig, nullptr, &now);
+  return (now.sa_flags & SA_SIGINFO) == 0 && now.sa_handler == handler;
+}
+
 }  // namespace tandem::launch

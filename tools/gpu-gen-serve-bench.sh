@@ -94,12 +94,28 @@ done
 [ -n "$up" ] || { say "the job did not come up"; tail -30 "$WORK/job.log" | tee -a "$LOG"; kill -INT "$JOB"; exit 1; }
 say "job serving"
 
+# The job's rounds and device-to-host bytes so far (/metrics), as "ROUNDS BYTES".
+counters() {
+  python3 - "$PORT" <<'PY'
+import re, sys, urllib.request as u
+text = u.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=30).read().decode()
+def total(name):
+    return sum(float(v) for v in re.findall(rf"^{name}{{[^}}]*}} (\S+)$", text, re.M))
+print(f"{total('tandem_gen_rounds_total'):.0f} {total('tandem_gen_device_to_host_bytes_total'):.0f}")
+PY
+}
 load() {  # load CONNECTIONS REQUESTS NAME [--no-speculation]
   [ "$(elapsed)" -lt "${DEADLINE:-540}" ] || { say "$3: skipped (past ${DEADLINE:-540} s)"; return; }
+  local before after
+  before=$(counters)
   "$BUILD/bench/tandem-gen-loadgen" --url "http://127.0.0.1:$PORT" --prompt-file "$WORK/prompts.txt" \
     --expect "0:0:$WORK/expect.json" --max-tokens "$MAX_TOKENS" --stream-every 1 --timeout-ms 300000 \
     --connections "$1" --requests "$2" ${4:-} > "$WORK/$3.json" 2> "$WORK/$3.err"
-  say "$3: rc $? $(python3 -c "import json;d=json.load(open('$WORK/$3.json'));print(d['ok'],'ok',round(d['tokens_per_s']),'tokens/s')" 2>/dev/null)"
+  local rc=$?
+  after=$(counters)
+  # What this load's rounds copied to the host (the table's last column): ids only, on a generator.
+  echo "$before $after" > "$WORK/$3.d2h"
+  say "$3: rc $rc $(python3 -c "import json;d=json.load(open('$WORK/$3.json'));print(d['ok'],'ok',round(d['tokens_per_s']),'tokens/s')" 2>/dev/null) (rounds, device-to-host bytes: $before -> $after)"
 }
 # Each target bucket (rows x sequences) lowers its plan the first time a round needs it (GEMM probes and
 # timing, graph capture: seconds each), so every measured run repeats a warm-up run of the same load.
@@ -115,7 +131,18 @@ done
 python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:$PORT/metrics', timeout=30).read().decode())" \
   > "$OUT/metrics.txt" 2>&1
 kill -INT "$JOB" 2>/dev/null
-for _ in $(seq 1 120); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.5; done
+for _ in $(seq 1 40); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.5; done
+if kill -0 "$JOB" 2>/dev/null; then
+  # Not stopped 20 s after SIGINT: each process of the job with its signal state (/proc: blocked, ignored,
+  # caught; SIGUSR1 is bit 10, 0x200), while tandem launch still waits for it (--stop-timeout, 60 s).
+  say "the job has not stopped 20 s after SIGINT; its processes:"
+  tree() { echo "$1"; for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$c"; done; }
+  for p in $(tree "$JOB"); do
+    echo "pid $p: $(tr '\0' ' ' < /proc/"$p"/cmdline 2>/dev/null | cut -c1-120)"
+    grep -E "^Sig(Blk|Ign|Cgt)" /proc/"$p"/status 2>/dev/null | tr '\n' ' '; echo
+  done | tee -a "$LOG"
+fi
+for _ in $(seq 1 80); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.5; done
 if kill -0 "$JOB" 2>/dev/null; then
   say "the job did not stop within 60 s of SIGINT"
   kill -KILL "$JOB" 2>/dev/null
@@ -133,11 +160,13 @@ for c in cs:
     for mode in ("spec", "plain"):
         try:
             runs[f"{mode}-{c}"] = json.load(open(f"{work}/{mode}-{c}.json"))
+            r0, b0, r1, b1 = (float(x) for x in open(f"{work}/{mode}-{c}.d2h").read().split())
+            runs[f"{mode}-{c}"]["d2h_bytes_per_round"] = (b1 - b0) / (r1 - r0) if r1 > r0 else 0
         except Exception as e:
             runs[f"{mode}-{c}"] = {"error": str(e)}
 json.dump(runs, open(f"{out}/results.json", "w"), indent=1)
 print(f"{'run':10} {'ok':>5} {'tokens/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} {'ITL p99':>8} "
-      f"{'TPOT p50':>9} {'lat p50':>9} {'lat p99':>9}")
+      f"{'TPOT p50':>9} {'lat p50':>9} {'lat p99':>9} {'d2h/round':>9}")
 for name, d in runs.items():
     if "error" in d:
         print(name, d["error"])
@@ -145,7 +174,8 @@ for name, d in runs.items():
     g = lambda k, p: d[k][p]
     print(f"{name:10} {d['ok']:>5} {d['tokens_per_s']:>9.1f} {g('ttft_ms','p50'):>9.1f} {g('ttft_ms','p99'):>9.1f} "
           f"{g('itl_ms','p50'):>8.2f} {g('itl_ms','p99'):>8.2f} {g('tpot_ms','p50'):>9.2f} "
-          f"{g('latency_ms','p50'):>9.1f} {g('latency_ms','p99'):>9.1f}  mismatched {d['mismatched']} lost {d['lost']}")
+          f"{g('latency_ms','p50'):>9.1f} {g('latency_ms','p99'):>9.1f} {d.get('d2h_bytes_per_round', -1):>9.0f}  "
+          f"mismatched {d['mismatched']} lost {d['lost']}")
 PY
 grep -E "^tandem_gen_(rounds|drafted|accepted|device_to_host_bytes)|acceptance_length_(sum|count)" "$OUT/metrics.txt" \
   | head -14 | tee -a "$LOG"

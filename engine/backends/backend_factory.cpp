@@ -41,7 +41,7 @@ Result<std::unique_ptr<ir::Backend>> make_backend(const BackendOptions& options)
 std::optional<uint64_t> device_to_host_bytes([[maybe_unused]] const ir::Backend& backend) {
 #if TANDEM_HAVE_CUDA
   auto t = cuda::cuda_transfers(backend);
-  if (t.ok()) return t->d2h_bytes;
+  if (t.ok()) return t->d2h_bytes - t->lowering_d2h_bytes;
 #endif
   return std::nullopt;
 }

@@ -22,8 +22,10 @@ struct BackendOptions {
 
 Result<std::unique_ptr<ir::Backend>> make_backend(const BackendOptions& options);
 
-// Bytes the backend has copied from its device to the host since it was made (the CUDA backend's count,
-// cuda_backend.h's CudaTransfers); nullopt for a backend without a device of its own (the CPU backend).
+// Bytes the backend's runs and fetches have copied from its device to the host since it was made (the CUDA
+// backend's count, cuda_backend.h's CudaTransfers, less what lowering plans copied: a server lowers a plan
+// the first time a round needs it, and that one-off is not the round's data); nullopt for a backend without
+// a device of its own (the CPU backend).
 std::optional<uint64_t> device_to_host_bytes(const ir::Backend& backend);
 
 }  // namespace tandem::backends

@@ -126,6 +126,7 @@ class CudaBackend final : public ir::Backend {
     po.split_ctas = options_.decoder_split_ctas;
     po.stream_gemm = options_.stream_gemm;
     po.overlap_launches = options_.overlap_launches && device_->info().cc_major >= 9;
+    const Device::Lowering lowering(*device_);
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));
     algos_->save_choices();
     return std::unique_ptr<ir::Plan>(std::move(plan));
@@ -157,7 +158,7 @@ class CudaBackend final : public ir::Backend {
 
   CudaTransfers transfers() const {
     const D2hCount& c = device_->d2h();
-    return CudaTransfers{c.bytes, c.copies, device_->last_run_d2h()};
+    return CudaTransfers{c.bytes, c.copies, device_->last_run_d2h(), c.lowering_bytes};
   }
 
   Status fetch(const ir::DeviceRows& rows, uint32_t first, uint32_t count, ir::Tensor2& out) override {

@@ -80,6 +80,7 @@ struct CudaTransfers {
   uint64_t d2h_bytes = 0;           // since the backend was made
   uint64_t d2h_copies = 0;
   uint64_t last_run_d2h_bytes = 0;  // the host outputs of its latest plan run
+  uint64_t lowering_d2h_bytes = 0;  // of d2h_bytes, what lowering plans copied (GEMM probes, warm-up runs)
 };
 // The counts of a backend made by make_cuda_backend; an error for any other backend.
 Result<CudaTransfers> cuda_transfers(const ir::Backend& backend);

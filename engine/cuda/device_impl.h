@@ -30,6 +30,7 @@ struct DeviceInfo {
 struct D2hCount {
   uint64_t bytes = 0;
   uint64_t copies = 0;
+  uint64_t lowering_bytes = 0;  // of `bytes`, what was copied while a plan was lowered
 };
 
 // 64 MiB: a decoder GEMM split in two at 1,024 rows keeps 2 · 1024 · n FP32 partials (32 MiB at n = 4096).
@@ -55,8 +56,22 @@ class Device {
   void count_d2h(uint64_t bytes, uint64_t copies = 1) const {
     d2h_.bytes += bytes;
     d2h_.copies += copies;
+    if (lowering_ > 0) d2h_.lowering_bytes += bytes;
   }
   const D2hCount& d2h() const { return d2h_; }
+  // While one lives, the copies counted belong to a plan's lowering (its GEMM probes and warm-up run), not
+  // to the work a caller runs: a server lowers plans lazily, inside a round, and its per-round traffic
+  // figure must not include them.
+  class Lowering {
+   public:
+    explicit Lowering(const Device& device) : device_(device) { ++device_.lowering_; }
+    ~Lowering() { --device_.lowering_; }
+    Lowering(const Lowering&) = delete;
+    Lowering& operator=(const Lowering&) = delete;
+
+   private:
+    const Device& device_;
+  };
   // The plan run that last counted its host outputs, and how much that was.
   void set_last_run_d2h(uint64_t bytes) const { last_run_d2h_ = bytes; }
   uint64_t last_run_d2h() const { return last_run_d2h_; }
@@ -69,6 +84,7 @@ class Device {
   DeviceBuffer workspace_;
   mutable D2hCount d2h_;
   mutable uint64_t last_run_d2h_ = 0;
+  mutable int lowering_ = 0;
 };
 
 }  // namespace tandem::cuda

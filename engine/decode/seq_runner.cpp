@@ -169,12 +169,13 @@ Status SeqRunner::run(std::span<const SeqRows> seqs, CacheSlots& caches, std::ve
         return Error::make(ErrorKind::kCapacity, "no '{}' bucket holds {} rows of sequence {}{}", stage_, left, i,
                            split ? "" : " in one batch");
       }
-      if (!fits(tokens + n, static_cast<uint32_t>(chunks.size() + 1), picks + picks_in(seqs[i], done[i], done[i] + n))) {
+      const uint32_t chunk_picks = picks_in(seqs[i], done[i], done[i] + n);
+      if (!fits(tokens + n, static_cast<uint32_t>(chunks.size() + 1), picks + chunk_picks)) {
         continue;  // the next pass (it fits alone, so a pass that starts with it runs it)
       }
       chunks.push_back({i, done[i], n});
       tokens += n;
-      picks += picks_in(seqs[i], done[i], done[i] + n);
+      picks += chunk_picks;
     }
     if (chunks.empty()) break;
     for (const Chunk& c : chunks) done[c.seq] += c.rows;

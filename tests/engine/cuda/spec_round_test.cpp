@@ -6,12 +6,14 @@
 // the settled context). Prompts longer than a bucket settle their early chunks from the host and the last
 // one from the device, again drafting what the host path drafts. DFlash 2's selector walk runs on the
 // device too: its greedy round copies ids only, a rejection-sampling round with host proposals adds the
-// candidates and q. Rejection sampling on the device (RejectSample) copies ids only, v1 and v2.
+// candidates and q. Rejection sampling on the device (RejectSample) copies ids only, v1 and v2. A plan
+// lowered inside a round (GEMM probes, the warm-up run) is counted apart from the round's data.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <vector>
 
+#include "engine/backends/backend_factory.h"
 #include "engine/models/dflash/dflash_model.h"
 #include "engine/models/qwen3/qwen3_model.h"
 #include "engine/spec/spec.h"
@@ -259,6 +261,49 @@ TEST(CudaSpecRound, ChunkedPromptsSettleAsThroughTheHost) {
   EXPECT_LE(direct.prefill_d2h, 5u * 16 * sizeof(uint32_t)) << "tap rows crossed to the host";
   EXPECT_EQ(direct.drafts, host.drafts);
   EXPECT_EQ(direct.tokens, host.tokens);
+}
+
+// A server lowers a target plan the first time a round needs it: the GEMM probes copy their outputs to the
+// host to compare bits, and the warm-up run brings its host outputs back. That one-off belongs to the
+// lowering, not to the round's data (tandem_gen_device_to_host_bytes_total): a first prefill, which lowers
+// its plan, copies by backends::device_to_host_bytes exactly what the same prefill copies once the plan
+// exists (its first tokens' ids), and the lowering's copies are counted apart.
+TEST(CudaSpecRound, PlansLoweredInsideARoundAreNotCountedAsItsData) {
+  TANDEM_REQUIRE_GPU();
+  const Models m = make_models();
+  CudaOptions o;
+  o.precision = ir::Precision::kF32;
+  o.gemm_probe = true;  // as a server runs
+  auto backend = make_cuda_backend(o);
+  ASSERT_TRUE(backend.ok()) << backend.error().message();
+  ir::Backend& cuda = **backend;
+  const models::qwen3::TargetOptions to{m.drafter.cfg.target_layer_ids, 1, kCapacity};
+  auto target = models::qwen3::Target::create(cuda, *m.target.weights, m.target.cfg, to, "tiny target");
+  ASSERT_TRUE(target.ok()) << target.error().message();
+  struct Copied {
+    uint64_t data = 0, lowering = 0;
+  };
+  auto prefill = [&]() -> Copied {
+    std::vector<uint32_t> prompt(9);
+    for (size_t j = 0; j < prompt.size(); ++j) prompt[j] = static_cast<uint32_t>((37 * j + 5) % 4096);
+    auto r = spec::make_request({prompt, 8, {}, {}}, 0, m.target.cfg.vocab_size);
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    if (!r.ok()) return {};
+    const auto data = backends::device_to_host_bytes(cuda);
+    const auto all = cuda_transfers(cuda);
+    EXPECT_TRUE(data && all.ok());
+    spec::Request* p = &r.value();
+    const Status st = spec::prefill(**target, std::span<spec::Request* const>(&p, 1), TapRoute::kDevice, nullptr);
+    EXPECT_TRUE(st.ok()) << st.error().message();
+    if (!data || !all.ok()) return {};
+    return {*backends::device_to_host_bytes(cuda) - *data, cuda_transfers(cuda)->lowering_d2h_bytes -
+                                                               all->lowering_d2h_bytes};
+  };
+  const Copied first = prefill(), again = prefill();
+  EXPECT_GT(first.lowering, 0u) << "the first prefill lowered no plan: this test measures nothing";
+  EXPECT_EQ(again.lowering, 0u);
+  EXPECT_GT(again.data, 0u) << "the first token's id comes to the host";
+  EXPECT_EQ(first.data, again.data) << "the lowering's copies were counted as the prefill's data";
 }
 
 }  // namespace
