@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Does a job stop when asked, and if not, where does the stop get lost? Starts the CPU job of
+# config/examples/cpu.yaml (port 18480) with `tandem launch` as a script starts it (in the background, so
+# SIGINT and SIGQUIT are ignored by whatever it starts unless they set their own handlers), waits for
+# /health, prints each process's group and signal state, then sends SIGUSR1 to mpirun as `tandem launch`
+# does on a stop (mpirun forwards it to every rank's process group; odls_base_verbose shows the kill), and
+# says whether rank 0 heard it. If it did not, SIGUSR1 goes to rank 0 directly, then SIGINT to tandem
+# launch. Everything goes to stdout; exit 0 when the first SIGUSR1 stopped the job. BACKEND=cuda runs the
+# same job's ranks on GPU 0 (the tiny shipped models, FP32).
+#   BUILD=build ./tools/stop-check.sh
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+WORK=$(mktemp -d)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+sed -e 's/port: 8080/port: 18480/' -e 's#\.\./\.\./models#'"$PWD"'/models#' -e "s/  name: cpu/  name: ${BACKEND:-cpu}/" \
+  config/examples/cpu.yaml > "$WORK/job.yaml"
+"$BUILD/launch/tandem" launch --config "$WORK/job.yaml" --oversubscribe --raw-mpi-output \
+  -- --mca odls_base_verbose 5 > "$WORK/job.log" 2>&1 &
+JOB=$!
+up=""
+for _ in $(seq 1 240); do
+  kill -0 "$JOB" 2>/dev/null || break
+  if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:18480/health', timeout=1)" 2>/dev/null; then
+    up=1
+    break
+  fi
+  sleep 0.5
+done
+[ -n "$up" ] || { echo "the job did not come up"; tail -30 "$WORK/job.log"; kill -INT "$JOB"; exit 2; }
+tree() { echo "$1"; for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$c"; done; }
+show() {
+  for p in $(tree "$JOB"); do
+    [ -r /proc/"$p"/stat ] || continue
+    # stat fields 5 and 6: process group and session
+    echo "pid $p pgid $(cut -d' ' -f5 /proc/"$p"/stat) sid $(cut -d' ' -f6 /proc/"$p"/stat):" \
+      "$(tr '\0' ' ' < /proc/"$p"/cmdline | cut -c1-90)"
+    grep -E "^Sig(Pnd|Blk|Ign|Cgt)|^ShdPnd" /proc/"$p"/status | tr '\n' ' '
+    echo
+  done
+}
+heard() { grep -q "stopping:" "$WORK/job.log"; }
+wait_stop() {  # SECONDS: true if the job ended or rank 0 said it is stopping within them
+  for _ in $(seq 1 $(( $1 * 2 ))); do
+    heard && return 0
+    kill -0 "$JOB" 2>/dev/null || return 0
+    sleep 0.5
+  done
+  return 1
+}
+echo "== the job's processes"
+show
+MPIRUN=$(pgrep -P "$JOB" -x mpirun || pgrep -P "$JOB" | head -1)
+echo "== SIGUSR1 to mpirun ($MPIRUN), as tandem launch sends it"
+kill -USR1 "$MPIRUN"
+rc=0
+if wait_stop 10; then
+  echo "rank 0 heard it"
+else
+  rc=1
+  echo "rank 0 did not hear it within 10 s"
+  show
+  RANK0=$(for p in $(tree "$JOB"); do
+    if tr '\0' ' ' < /proc/"$p"/cmdline 2>/dev/null | grep -q "tandem serve" &&
+      [ $(( 0x$(grep ^SigCgt /proc/"$p"/status | cut -f2) & 0x200 )) -ne 0 ]; then echo "$p"; fi
+  done | head -1)
+  echo "== SIGUSR1 to rank 0 ($RANK0) directly"
+  [ -n "$RANK0" ] && kill -USR1 "$RANK0"
+  if wait_stop 10; then echo "rank 0 heard it"; else echo "rank 0 did not hear it either"; fi
+fi
+echo "== SIGINT to tandem launch"
+kill -INT "$JOB" 2>/dev/null
+for _ in $(seq 1 60); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.5; done
+if kill -0 "$JOB" 2>/dev/null; then
+  echo "still running 30 s after SIGINT: killing it"
+  kill -KILL "$JOB"
+  rc=3
+else
+  wait "$JOB"
+  echo "tandem launch exited with $?"
+fi
+echo "== the job's log (mpirun's signal lines and rank 0's stop)"
+grep -E -i "signal|stopp|sending|kill" "$WORK/job.log" | head -40
+rm -rf "$WORK"
+exit "$rc"
