@@ -6,7 +6,8 @@
 // code. Recovery mode is what lets rank 0 outlive a dead worker to answer 503s; Open MPI 4.1 then reports
 // 0 whatever happened, so rank 0 writes its code to a file this command reads.
 // Stopping: mpirun runs in its own process group, so a Ctrl-C reaches only this command, which asks
-// rank 0 for an orderly stop (SIGUSR1, which mpirun forwards to every rank), waits for it (the work in
+// rank 0 for an orderly stop (SIGUSR1, which mpirun forwards to every rank, and straight to rank 0 where it
+// runs on this machine: rank0_process.h), waits for it (the work in
 // hand answered, the port released, every rank gone) and returns its code. A second signal, or a stop
 // still going after --stop-timeout, ends the job at once (SIGTERM to mpirun); a third, or mpirun still
 // there 10 s later, kills mpirun and its ranks on this machine (SIGKILL). A job ended so exits 128 +
@@ -38,6 +39,7 @@
 
 #include "config/config.h"
 #include "launch/commands.h"
+#include "launch/rank0_process.h"
 #include "launch/mpi_output_filter.h"
 #include "launch/stop_signals.h"
 
@@ -216,7 +218,8 @@ constexpr auto kKillAfter = std::chrono::seconds(10);  // from SIGTERM to mpirun
 
 // Runs mpirun (argv) in its own process group with stdin from /dev/null and, unless `raw`, its stderr
 // through MpiOutputFilter; forwards this command's SIGINT/SIGTERM as described at the top.
-MpirunEnd run_mpirun(std::vector<std::string>& args, bool raw, std::chrono::seconds stop_timeout) {
+MpirunEnd run_mpirun(std::vector<std::string>& args, bool raw, std::chrono::seconds stop_timeout,
+                     const std::string& exit_file) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -274,6 +277,8 @@ MpirunEnd run_mpirun(std::vector<std::string>& args, bool raw, std::chrono::seco
                      "it at once\n",
                      why.c_str());
         kill(child, SIGUSR1);  // mpirun forwards it to every rank; rank 0 stops, the workers ignore it
+        // Not every mpirun does (rank0_process.h): rank 0 hears it from here too where it runs on this machine.
+        if (const pid_t rank0 = local_rank0(exit_file); rank0 > 0) kill(rank0, SIGUSR1);
         break;
       case Ending::kStopping:
         ending = Ending::kTerminating;
@@ -347,6 +352,12 @@ MpirunEnd run_mpirun(std::vector<std::string>& args, bool raw, std::chrono::seco
   std::fflush(stderr);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return {code, filter.slots_short(), ending >= Ending::kTerminating ? first_signal : 0};
+}
+
+// The exit file and rank 0's beside it, once the job is over.
+void remove_job_files(const std::string& exit_file) {
+  std::remove(exit_file.c_str());
+  std::remove(rank0_file(exit_file).c_str());
 }
 
 int launch(const LaunchOptions& o) {
@@ -440,7 +451,7 @@ int launch(const LaunchOptions& o) {
   if (o.dry_run) {
     std::printf("%s\n", shown.c_str());
     std::fflush(stdout);
-    std::remove(exit_file.c_str());
+    remove_job_files(exit_file);
     return 0;
   }
   std::fprintf(stderr, "tandem launch: %s\n", shown.c_str());
@@ -449,11 +460,11 @@ int launch(const LaunchOptions& o) {
     std::fprintf(stderr,
                  "tandem launch: this runs as root, which mpirun refuses unless OMPI_ALLOW_RUN_AS_ROOT=1 and "
                  "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set; set both, or run as another user\n");
-    std::remove(exit_file.c_str());
+    remove_job_files(exit_file);
     return 1;
   }
 
-  const MpirunEnd end = run_mpirun(args, o.raw_mpi_output, std::chrono::seconds(stop_timeout_s));
+  const MpirunEnd end = run_mpirun(args, o.raw_mpi_output, std::chrono::seconds(stop_timeout_s), exit_file);
   int code = end.code;
   std::ifstream in(exit_file);
   int reported = -1;
@@ -461,7 +472,7 @@ int launch(const LaunchOptions& o) {
   if (end.forced_by != 0) {
     // Ended, not stopped: what rank 0 may have written is not how the job ended.
     code = has_report && reported != 0 ? reported : 128 + end.forced_by;
-    std::remove(exit_file.c_str());
+    remove_job_files(exit_file);
     std::fprintf(stderr, "tandem launch: the job was ended before it stopped cleanly (exit %d)\n", code);
     return code;
   }
@@ -477,7 +488,7 @@ int launch(const LaunchOptions& o) {
     std::fprintf(stderr, "tandem launch: the coordinator reported no exit status (it died, or never started)\n");
     code = 1;
   }
-  std::remove(exit_file.c_str());
+  remove_job_files(exit_file);
   if (code != 0) {
     std::fprintf(stderr, "tandem launch: the job exited with %d%s\n", code, meaning(code));
   } else if (g_signals > 0) {

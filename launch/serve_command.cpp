@@ -20,6 +20,7 @@
 #include "coordinator/coordinator.h"
 #include "engine/core/log.h"
 #include "launch/commands.h"
+#include "launch/rank0_process.h"
 #include "launch/stop_signals.h"
 #include "worker/worker.h"
 
@@ -81,6 +82,7 @@ int serve(const ServeOptions& options) {
   auto transport = worker::make_mpi_transport();
 
   if (topo.is_coordinator()) {
+    if (!options.exit_file.empty()) write_rank0_file(options.exit_file);  // tandem launch stops the job through it
     // SIGUSR1 is how `tandem launch` stops the job (mpirun passes it on): if MPI's start took it, take it
     // back, and say so, since a stop that never arrives looks like a hang.
     if (!handles_signal(SIGUSR1, on_stop_signal)) {

@@ -20,7 +20,7 @@ if [ -z "${NO_PYTORCH:-}" ]; then
 fi
 say "configure + build"
 cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF >> "$LOG" 2>&1 || say "configure failed"
-GPU_TESTS=$(cd "$BUILD" && ctest -L gpu -N 2>/dev/null | awk '/Test +#/ {print $3}')
+GPU_TESTS=$(gpu_test_targets "$BUILD")
 timeout 400 cmake --build "$BUILD" -j"$(nproc)" --target $GPU_TESTS cuda_decoder_bench > "$OUT/build.log" 2>&1 ||
   { say "build failed"; grep -E "error" "$OUT/build.log" | head -20 | tee -a "$LOG"; }
 say "built"

@@ -50,7 +50,7 @@ step configure 180 cmake -S "$ROOT" -B "$BUILD" "${CUDA_CONFIG[@]}" ||
 grep -hE "tandem: CUDA backend" "$OUT"/configure*.log | sed 's/^/    /'
 
 # Only what the GPU run needs: every test labelled gpu, and the benchmark.
-GPU_TESTS=$(cd "$BUILD" 2>/dev/null && ctest -L gpu -N 2>/dev/null | awk '/Test +#/ {print $3}')
+GPU_TESTS=$(gpu_test_targets "$BUILD")
 SERVE_SCORERS=${SERVE_SCORERS:-}
 SERVE_TARGETS=""
 if [ -n "$SERVE_SCORERS" ]; then SERVE_TARGETS="tandem tandem-loadgen"; fi

@@ -16,6 +16,13 @@ export XDG_CACHE_HOME=$BUILD/cache    # the kernel and GEMM-choice caches live w
 START=$(date +%s)
 
 elapsed() { echo $(( $(date +%s) - START )); }
+# The build targets of BUILD's `gpu`-labelled tests (a test that runs another test's binary, such as
+# cuda_served_round_split_test, has no target of its own).
+gpu_test_targets() {
+  local targets
+  targets=$(ninja -C "$1" -t targets all 2>/dev/null | sed 's/: .*//')
+  (cd "$1" && ctest -L gpu -N 2>/dev/null) | awk '/Test +#/ {print $3}' | grep -x -F "$targets"
+}
 say() { echo "[$(elapsed) s] $*" | tee -a "$LOG"; }
 
 # A Release build with pcre2.h from .gpu-deps/include where the machine lacks it; CUDA_CONFIG also asks

@@ -4,7 +4,7 @@
 // call (a long prefill here, a plan lowering on a GPU) still stops cleanly in bounded time, and a second
 // Ctrl-C ends the job at once; a busy port ends the job at once with one line and no Open MPI noise,
 // before any worker has loaded; the shipped CPU example runs on this machine as the README shows it,
-// without --oversubscribe.
+// without --oversubscribe; a stop reaches rank 0 even through an mpirun that does not pass it on.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -235,6 +235,49 @@ TEST(ServeStop, AStopSignalBlockedByWhoeverStartedTheJobStillStopsIt) {
   EXPECT_NE(out.find("stopping: finishing the work in hand"), std::string::npos) << out;
   EXPECT_NE(out.find("tandem launch: the job stopped cleanly"), std::string::npos) << out;
   EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
+}
+
+// An mpirun that keeps the launcher's SIGUSR1 to itself, as the H200 machine's Open MPI 4.1.6 did (it caught
+// the signal and passed nothing on: tools/stop-check.sh), so a job there never stopped on Ctrl-C: rank 0,
+// on the launcher's machine, hears the stop from the launcher directly (launch/rank0_process.h). Without
+// that, this job runs on until --stop-timeout ends it.
+TEST(ServeStop, AnMpirunThatDoesNotPassTheStopOnStillStopsCleanly) {
+  TempDir bin;
+  const std::filesystem::path wrapper = bin.path() / "mpirun-keeping-sigusr1";
+  // The real mpirun runs as the wrapper's child, which the launcher's SIGUSR1 (ignored here) never reaches;
+  // SIGTERM is passed on, so the launcher can still end the job.
+  std::ofstream(wrapper) << R"(#!/bin/sh
+trap '' USR1
+trap 'kill -TERM $pid 2>/dev/null' TERM
+mpirun "$@" &
+pid=$!
+while :; do wait $pid; rc=$?; kill -0 $pid 2>/dev/null || break; done
+exit $rc
+)";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  ServiceJob job(pylm_deployment("{slots: 4, kv_capacity: 256, block_size: 8}", {"generator"}),
+                 {"--mpirun", wrapper.string(), "--stop-timeout", "40"});
+  auto port = job.wait_listening();
+  ASSERT_TRUE(port) << job.output();
+  HttpConnection c(*port);
+  auto reply = c.request("POST", "/v1/completions", json{{"prompt", held_out_prompts().at(0)}, {"max_tokens", 8}}.dump(),
+                         60s);
+  ASSERT_TRUE(reply) << job.output();
+  EXPECT_EQ(reply->status, 200) << reply->body;
+  const auto stop = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(job.launcher(), SIGINT), 0);
+  auto code = job.wait(50s);
+  ASSERT_TRUE(code) << "not stopped 50 s after SIGINT\n" << job.output();
+  const std::string out = job.output();
+  EXPECT_EQ(*code, 0) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, 20s) << out;
+  EXPECT_NE(out.find("stopping: finishing the work in hand"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: the job stopped cleanly"), std::string::npos) << out;
+  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
+  EXPECT_TRUE(job.processes("mpirun").empty()) << out;
+  for (const auto& f : std::filesystem::directory_iterator(job.dir())) {
+    EXPECT_EQ(f.path().string().find(".rank0"), std::string::npos) << "left behind: " << f.path();
+  }
 }
 
 // config/examples/cpu.yaml as shipped (a scorer and a generator rank; only the port, and the model paths
