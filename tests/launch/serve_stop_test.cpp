@@ -206,6 +206,29 @@ TEST(ServeStop, ASecondCtrlCEndsTheJobAtOnce) {
   for (auto& r : replies) r.wait();  // answered or cut off: the job is gone
 }
 
+// A generator job answers a completion, then SIGINT to its launcher stops it cleanly within 20 s: rank 0
+// finishes the work in hand, the launcher exits 0, and no rank or mpirun is left.
+void expect_sigint_stops_it_cleanly(ServiceJob& job) {
+  auto port = job.wait_listening();
+  ASSERT_TRUE(port) << job.output();
+  HttpConnection c(*port);
+  auto reply = c.request("POST", "/v1/completions", json{{"prompt", held_out_prompts().at(0)}, {"max_tokens", 8}}.dump(),
+                         60s);
+  ASSERT_TRUE(reply) << job.output();
+  EXPECT_EQ(reply->status, 200) << reply->body;
+  const auto stop = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(job.launcher(), SIGINT), 0);
+  auto code = job.wait(50s);
+  ASSERT_TRUE(code) << "not stopped 50 s after SIGINT\n" << job.output();
+  const std::string out = job.output();
+  EXPECT_EQ(*code, 0) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, 20s) << out;
+  EXPECT_NE(out.find("stopping: finishing the work in hand"), std::string::npos) << out;
+  EXPECT_NE(out.find("tandem launch: the job stopped cleanly"), std::string::npos) << out;
+  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
+  EXPECT_TRUE(job.processes("mpirun").empty()) << out;
+}
+
 // A generator job whose launcher was started with SIGUSR1 blocked (tools/gpu-gen-serve-bench.sh on the
 // H200: a signal mask its starter set, which fork and exec pass on to mpirun and the ranks): SIGINT to
 // the launcher stops it cleanly, as with an open mask. Before, the launcher's SIGUSR1 stayed pending in
@@ -218,23 +241,7 @@ TEST(ServeStop, AStopSignalBlockedByWhoeverStartedTheJobStillStopsIt) {
   ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &blocked, &old), 0);
   ServiceJob job(pylm_deployment("{slots: 4, kv_capacity: 256, block_size: 8}", {"generator"}));
   ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &old, nullptr), 0);  // the launcher was forked with it
-  auto port = job.wait_listening();
-  ASSERT_TRUE(port) << job.output();
-  HttpConnection c(*port);
-  auto reply = c.request("POST", "/v1/completions", json{{"prompt", held_out_prompts().at(0)}, {"max_tokens", 8}}.dump(),
-                         60s);
-  ASSERT_TRUE(reply) << job.output();
-  EXPECT_EQ(reply->status, 200) << reply->body;
-  const auto stop = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(job.launcher(), SIGINT), 0);
-  auto code = job.wait(30s);
-  ASSERT_TRUE(code) << "not stopped 30 s after SIGINT\n" << job.output();
-  const std::string out = job.output();
-  EXPECT_EQ(*code, 0) << out;
-  EXPECT_LT(std::chrono::steady_clock::now() - stop, 20s) << out;
-  EXPECT_NE(out.find("stopping: finishing the work in hand"), std::string::npos) << out;
-  EXPECT_NE(out.find("tandem launch: the job stopped cleanly"), std::string::npos) << out;
-  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
+  expect_sigint_stops_it_cleanly(job);
 }
 
 // An mpirun that keeps the launcher's SIGUSR1 to itself, as the H200 machine's Open MPI 4.1.6 did (it caught
@@ -257,24 +264,7 @@ exit $rc
   std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
   ServiceJob job(pylm_deployment("{slots: 4, kv_capacity: 256, block_size: 8}", {"generator"}),
                  {"--mpirun", wrapper.string(), "--stop-timeout", "40"});
-  auto port = job.wait_listening();
-  ASSERT_TRUE(port) << job.output();
-  HttpConnection c(*port);
-  auto reply = c.request("POST", "/v1/completions", json{{"prompt", held_out_prompts().at(0)}, {"max_tokens", 8}}.dump(),
-                         60s);
-  ASSERT_TRUE(reply) << job.output();
-  EXPECT_EQ(reply->status, 200) << reply->body;
-  const auto stop = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(job.launcher(), SIGINT), 0);
-  auto code = job.wait(50s);
-  ASSERT_TRUE(code) << "not stopped 50 s after SIGINT\n" << job.output();
-  const std::string out = job.output();
-  EXPECT_EQ(*code, 0) << out;
-  EXPECT_LT(std::chrono::steady_clock::now() - stop, 20s) << out;
-  EXPECT_NE(out.find("stopping: finishing the work in hand"), std::string::npos) << out;
-  EXPECT_NE(out.find("tandem launch: the job stopped cleanly"), std::string::npos) << out;
-  EXPECT_TRUE(job.processes(TANDEM_BINARY).empty()) << out;
-  EXPECT_TRUE(job.processes("mpirun").empty()) << out;
+  expect_sigint_stops_it_cleanly(job);
   for (const auto& f : std::filesystem::directory_iterator(job.dir())) {
     EXPECT_EQ(f.path().string().find(".rank0"), std::string::npos) << "left behind: " << f.path();
   }
