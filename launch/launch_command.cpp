@@ -39,8 +39,8 @@
 
 #include "config/config.h"
 #include "launch/commands.h"
-#include "launch/rank0_process.h"
 #include "launch/mpi_output_filter.h"
+#include "launch/rank0_process.h"
 #include "launch/stop_signals.h"
 
 namespace tandem::launch {

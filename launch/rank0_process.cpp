@@ -4,7 +4,6 @@
 
 #include <fstream>
 #include <iterator>
-#include <string_view>
 #include <vector>
 
 namespace tandem::launch {

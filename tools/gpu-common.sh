@@ -15,6 +15,7 @@ export NCCL_NVLS_ENABLE=0             # must stay set on the GPU machine (gpu-ma
 export XDG_CACHE_HOME=$BUILD/cache    # the kernel and GEMM-choice caches live with the build
 START=$(date +%s)
 
+. "$ROOT/tools/job-common.sh"
 elapsed() { echo $(( $(date +%s) - START )); }
 # The build targets of BUILD's `gpu`-labelled tests (a test that runs another test's binary, such as
 # cuda_served_round_split_test, has no target of its own).

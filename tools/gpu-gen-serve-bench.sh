@@ -82,16 +82,7 @@ ranks:
 EOF
 "$TANDEM" launch --config "$WORK/job.yaml" > "$WORK/job.log" 2>&1 &
 JOB=$!
-up=""
-for _ in $(seq 1 600); do
-  kill -0 "$JOB" 2>/dev/null || break
-  if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" 2>/dev/null; then
-    up=1
-    break
-  fi
-  sleep 0.5
-done
-[ -n "$up" ] || { say "the job did not come up"; tail -30 "$WORK/job.log" | tee -a "$LOG"; kill -INT "$JOB"; exit 1; }
+wait_healthy "$PORT" "$JOB" 300 || { say "the job did not come up"; tail -30 "$WORK/job.log" | tee -a "$LOG"; kill -INT "$JOB"; exit 1; }
 say "job serving"
 
 # The job's rounds and device-to-host bytes so far (/metrics), as "ROUNDS BYTES".
@@ -136,8 +127,7 @@ if kill -0 "$JOB" 2>/dev/null; then
   # Not stopped 20 s after SIGINT: each process of the job with its signal state (/proc: blocked, ignored,
   # caught; SIGUSR1 is bit 10, 0x200), while tandem launch still waits for it (--stop-timeout, 60 s).
   say "the job has not stopped 20 s after SIGINT; its processes:"
-  tree() { echo "$1"; for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$c"; done; }
-  for p in $(tree "$JOB"); do
+  for p in $(process_tree "$JOB"); do
     echo "pid $p: $(tr '\0' ' ' < /proc/"$p"/cmdline 2>/dev/null | cut -c1-120)"
     grep -E "^Sig(Blk|Ign|Cgt)" /proc/"$p"/status 2>/dev/null | tr '\n' ' '; echo
   done | tee -a "$LOG"

@@ -41,11 +41,11 @@ run_job() {  # run_job SCORERS
   } > "$yaml"
   "$BUILD/launch/tandem" launch --config "$yaml" ${LAUNCH_ARGS:-} > "$OUT/job-$n.log" 2>&1 &
   local job=$!
-  for _ in $(seq 1 480); do
-    kill -0 "$job" 2>/dev/null || { echo "the $n-scorer job ended before serving:"; tail -5 "$OUT/job-$n.log"; return 1; }
-    python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null && break
-    sleep 0.5
-  done
+  if ! wait_healthy "$port" "$job" 240 && ! kill -0 "$job" 2>/dev/null; then
+    echo "the $n-scorer job ended before serving:"
+    tail -5 "$OUT/job-$n.log"
+    return 1
+  fi
   "$BUILD/bench/tandem-loadgen" --url "http://127.0.0.1:$port" --input "$POOL" --per-request 1 \
     --requests 2000 --connections 64 > "$OUT/warm-$n.json" 2>&1
   # Two 3 s samples of per-thread CPU, taken inside the closed loop (the first second is ramp-up).

@@ -12,6 +12,7 @@
 #   BUILD=build ./tools/stop-check.sh
 set -u
 cd "$(dirname "$0")/.."
+. tools/job-common.sh
 BUILD=${BUILD:-build}
 WORK=$(mktemp -d)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -19,19 +20,9 @@ sed -e 's/port: 8080/port: 18480/' -e 's#\.\./\.\./models#'"$PWD"'/models#' conf
 "$BUILD/launch/tandem" launch --config "$WORK/job.yaml" --oversubscribe --raw-mpi-output \
   -- --mca odls_base_verbose 5 > "$WORK/job.log" 2>&1 &
 JOB=$!
-up=""
-for _ in $(seq 1 240); do
-  kill -0 "$JOB" 2>/dev/null || break
-  if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:18480/health', timeout=1)" 2>/dev/null; then
-    up=1
-    break
-  fi
-  sleep 0.5
-done
-[ -n "$up" ] || { echo "the job did not come up"; tail -30 "$WORK/job.log"; kill -INT "$JOB"; exit 2; }
-tree() { echo "$1"; for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$c"; done; }
+wait_healthy 18480 "$JOB" 120 || { echo "the job did not come up"; tail -30 "$WORK/job.log"; kill -INT "$JOB"; exit 2; }
 show() {
-  for p in $(tree "$JOB"); do
+  for p in $(process_tree "$JOB"); do
     [ -r /proc/"$p"/stat ] || continue
     # stat fields 5 and 6: process group and session
     echo "pid $p pgid $(cut -d' ' -f5 /proc/"$p"/stat) sid $(cut -d' ' -f6 /proc/"$p"/stat):" \
