@@ -32,6 +32,7 @@ from tools.train.modernbert import DecisionModel, DecisionShape, encoder_config 
 UNK, CLS, SEP, PAD, MASK = 0, 1, 2, 3, 4
 MAX_LEN, HEAD_MAX_LEN = 512, 192
 TRAIN_QUESTIONS = {"choice": 4, "score": 2, "noul": 3}
+TRAIN_EXTRA_PRODUCT = 2  # product questions beyond the one of TRAIN_QUESTIONS, each with other options
 DROPOUT = 0.1  # training only: on the encoder's and the head's attention and MLP outputs
 FULL = dict(vocab=2048, train_tickets=60000, calib_tickets=1500, test_tickets=3000, batch=256, tok_tickets=20000)
 SMOKE = dict(vocab=300, train_tickets=60, calib_tickets=40, test_tickets=80, batch=16, tok_tickets=200)
@@ -76,12 +77,13 @@ class Encoder:
         return [e.ids for e in self.tok.encode_batch(texts, add_special_tokens=False)]
 
 
-def build(enc, tix, rng, per_type=2):
-    """Laid-out questions of tickets: dicts with ids, markers, qtype index, answer, and the raw question."""
+def build(enc, tix, rng, per_type=2, extra_product=0):
+    """Laid-out questions of tickets: dicts with ids, markers, qtype index, answer, and the raw question;
+    extra_product more product questions per ticket that names one."""
     state_ids = enc.states([t["state"] for t in tix])
     out = []
     for t, sids in zip(tix, state_ids):
-        for q in tickets.questions_for(rng, t, per_type):
+        for q in tickets.questions_for(rng, t, per_type) + tickets.more_questions(rng, t, "product", extra_product):
             qi = tickets.QTYPE_INDEX[q["qtype"]]
             ids, markers = compat_sequence(enc, (CLS, SEP, MASK), qi, q["question"], q["options"], sids,
                                            MAX_LEN, HEAD_MAX_LEN)
@@ -104,6 +106,38 @@ def collate(items, dev):
     qt = torch.tensor([x["qi"] for x in items])
     ans = torch.tensor([x["answer"] for x in items])
     return [v.to(dev, non_blocking=True) for v in (ids, valid, qt, pos, kmask, ans)]
+
+
+class Packed:
+    """A question set as padded tensors on the device: a training step gathers its batch there, with no Python
+    loop over questions (building a batch item by item on the host held the GPU to a fraction of its speed)."""
+
+    def __init__(self, items, dev):
+        n, t = len(items), max(len(x["ids"]) for x in items)
+        k = max(len(x["markers"]) for x in items)
+        ids = torch.full((n, t), PAD, dtype=torch.int32)
+        pos = torch.zeros((n, k), dtype=torch.int32)
+        for i, x in enumerate(items):
+            ids[i, :len(x["ids"])] = torch.tensor(x["ids"], dtype=torch.int32)
+            pos[i, :len(x["markers"])] = torch.tensor(x["markers"], dtype=torch.int32)
+        self.ids, self.pos = ids.to(dev), pos.to(dev)
+        self.lens = torch.tensor([len(x["ids"]) for x in items], device=dev)
+        self.nopt = torch.tensor([len(x["markers"]) for x in items], device=dev)
+        self.qt = torch.tensor([x["qi"] for x in items], device=dev)
+        self.ans = torch.tensor([x["answer"] for x in items], device=dev)
+
+    def __len__(self):
+        return self.ids.shape[0]
+
+    def batch(self, idx):
+        """The batch of questions idx (a device tensor), cut to its longest sequence and option count: the
+        tensors collate() makes."""
+        lens, nopt = self.lens[idx], self.nopt[idx]
+        t, k = (int(v) for v in torch.stack([lens.max(), nopt.max()]).tolist())
+        ids = self.ids[idx, :t].long()
+        valid = torch.arange(t, device=ids.device)[None, :] < lens[:, None]
+        kmask = torch.arange(k, device=ids.device)[None, :] < nopt[:, None]
+        return [ids, valid, self.qt[idx], self.pos[idx, :k].long(), kmask, self.ans[idx]]
 
 
 def losses(model, batch):
@@ -224,6 +258,11 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--layers", type=int, default=None, help="encoder layers (default: DecisionShape's)")
     ap.add_argument("--local-attention", type=int, default=None, help="local attention window (default: DecisionShape's)")
+    ap.add_argument("--global-every", type=int, default=None,
+                    help="every Nth encoder layer attends globally, the others locally (1: all global; default: "
+                         "DecisionShape's)")
+    ap.add_argument("--batch", type=int, default=None, help="questions per step (default: the recipe's)")
+    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     ap.add_argument("--log", default=None)
     ap.add_argument("--log-every", type=int, default=100)
     ap.add_argument("--eval-every", type=float, default=30.0)
@@ -245,10 +284,12 @@ def main():
     tok.save(os.path.join(out, "tokenizer/tokenizer.json"))
     enc = Encoder(tok)
     rng = random.Random(args.seed + 2)
-    make = lambda n, frames: [tickets.make_ticket(rng, frames) for _ in range(n)]
+    make = lambda n, frames, augment=False: [tickets.make_ticket(rng, frames, augment) for _ in range(n)]
     # Training asks every choice key of a ticket (the product question needs matching an option to the text,
     # which a small model learns late) and half the noul statements; calib and test ask the default mix.
-    train = build(enc, make(cfg["train_tickets"], train_frames), rng, TRAIN_QUESTIONS)
+    # Training tickets carry tickets.py's training-only variations (frames' words are no evidence); calib and
+    # test are written as a user would, with the held-out frames.
+    train = build(enc, make(cfg["train_tickets"], train_frames, True), rng, TRAIN_QUESTIONS, TRAIN_EXTRA_PRODUCT)
     calib = build(enc, make(cfg["calib_tickets"], held_frames), rng)
     test = build(enc, make(cfg["test_tickets"], held_frames), rng)
     lens = sorted(len(x["ids"]) for x in train)
@@ -256,7 +297,10 @@ def main():
              len(train), len(calib), len(test), time.time() - t0, tok.get_vocab_size(), lens[len(lens) // 2], lens[-1])
     log.info("held-out frames: %s", {k: len(v) for k, v in held_frames.items()})
 
-    over = {k: v for k, v in (("layers", args.layers), ("local_attention", args.local_attention)) if v is not None}
+    over = {k: v for k, v in (("layers", args.layers), ("local_attention", args.local_attention),
+                              ("global_every", args.global_every)) if v is not None}
+    if args.batch:
+        cfg = dict(cfg, batch=args.batch)
     s = DecisionShape(vocab=tok.get_vocab_size(), **over) if not args.smoke else \
         DecisionShape(vocab=tok.get_vocab_size(), hidden=64, inter=96, layers=3, head_layers=2, local_attention=16)
     model = DecisionModel(s, dropout=DROPOUT).to(dev)
@@ -265,24 +309,25 @@ def main():
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "emb" not in n]
     plain = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "emb" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": plain, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.98), **({"fused": True} if dev.type == "cuda" else {}))
+                            lr=args.lr, betas=(0.9, 0.98), **({"fused": True} if dev.type == "cuda" else {}))
     budget = common.Budget(min(args.seconds, 8) if args.smoke else args.seconds)
-    order, cursor, step, best, best_state, last_eval, t_log = list(range(len(train))), len(train), 0, -1.0, None, 0.0, time.time()
+    packed = Packed(train, dev)
+    log.info("training set on the device: %s ids", tuple(packed.ids.shape))
+    cursor, step, best, best_state, last_eval, t_log = len(packed), 0, -1.0, None, 0.0, time.time()
     best_acc = {}
-    shuffle = random.Random(args.seed + 4)
+    shuffle = torch.Generator().manual_seed(args.seed + 4)
     calib_eval = calib[:3000]
     train_probe = train[:3000]  # seen in training: a gap to calib is what the held-out frames cost
     max_steps = 6 if args.smoke else 10 ** 9
     model.train()
     while (step == 0 or not budget.spent()) and step < max_steps:  # at least one step and evaluation
-        if cursor + cfg["batch"] > len(order):
-            shuffle.shuffle(order)
+        if cursor + cfg["batch"] > len(packed):
+            order = torch.randperm(len(packed), generator=shuffle).to(dev)
             cursor = 0
-        items = [train[i] for i in order[cursor:cursor + cfg["batch"]]]
+        batch = packed.batch(order[cursor:cursor + cfg["batch"]])
         cursor += cfg["batch"]
-        batch = collate(items, dev)
         for g in opt.param_groups:
-            g["lr"] = common.lr_at(budget.fraction(), step, 1e-3, 200 if not args.smoke else 2)
+            g["lr"] = common.lr_at(budget.fraction(), step, args.lr, 200 if not args.smoke else 2)
         with common.autocast(dev):
             loss, parts = losses(model, batch)
         opt.zero_grad(set_to_none=True)
@@ -361,7 +406,7 @@ def main():
         chosen += [i for i, x in enumerate(test) if x["qtype"] == q][:100]
     sub = [test[i] for i in chosen]
     sub_acc = accuracy(sub, predict(shipped, sub, dev))  # batched as the verify script and the C++ test run it
-    common.write_json(os.path.join(out, "eval.json"), {
+    common.write_json(os.path.join(out, "eval.json"), compact=True, obj={
         "about": "held-out-frame tickets (tools/train/tickets.py); answer = index of the right option, for noul 1 "
                  "when the statement is true; measured = this model's accuracy on these questions (PyTorch, F32 "
                  "from the saved BF16 weights)",

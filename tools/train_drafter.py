@@ -21,7 +21,7 @@ the best held-out estimate of the acceptance length at block 8 (held-out files' 
 training data). Writes models/pylm-dflash (v1) or models/pylm-dflash2 (v2): config.json (z-lab layout),
 model.safetensors (BF16), training.json.
     python3 tools/train_drafter.py --root . --work /tmp/work --version 1 --seconds 170 [--smoke]
-    [--layers N] [--inter N] (the drafter's shape; defaults below)"""
+    [--layers N] [--inter N] (the drafter's shape; defaults below) [--batch N] (sequences per step)"""
 import argparse
 import os
 import random
@@ -148,13 +148,15 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--layers", type=int, default=None, help="drafter layers (default: the recipe's)")
     ap.add_argument("--inter", type=int, default=None, help="drafter MLP width (default: the recipe's)")
+    ap.add_argument("--batch", type=int, default=None, help="sequences per step (default: the recipe's)")
     ap.add_argument("--log", default=None)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--eval-every", type=float, default=25.0)
     args = ap.parse_args()
     log = common.setup_logging(args.log, f"dflash{args.version}")
     cfg = dict(SMOKE if args.smoke else FULL)
-    cfg.update({k: v for k, v in (("layers", args.layers), ("inter", args.inter)) if v is not None})
+    cfg.update({k: v for k, v in (("layers", args.layers), ("inter", args.inter), ("batch", args.batch))
+                if v is not None})
     common.seed_all(args.seed)
     dev = common.device()
     budget = common.Budget(min(args.seconds, 10) if args.smoke else args.seconds)
@@ -223,7 +225,8 @@ def main():
     common.write_json(os.path.join(out, "training.json"), {
         "about": f"tools/train_drafter.py --version {args.version} (recipe in its top comment)", "seed": args.seed,
         "target": "models/pylm", "parameters": param_count(drafter), "steps": step, "seconds": budget.elapsed(),
-        "layers": cfg["layers"], "inter": cfg["inter"], "sequences": cfg["sequences"], "prompts": cfg["prompts"],
+        "layers": cfg["layers"], "inter": cfg["inter"], "batch": cfg["batch"], "sequences": cfg["sequences"],
+        "prompts": cfg["prompts"],
         "generated": cfg["gen"], "gamma": GAMMA, "block_weights": BLOCK_WEIGHTS,
         "best_heldout_estimate_block8": best})
     log.info("wrote %s (%.1f MB) after %d steps", out, common.dir_bytes(out) / 1e6, step)

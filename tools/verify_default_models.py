@@ -141,7 +141,7 @@ def part_dflash(a, dev, version):
         for p in sub_prompts:
             ls += speculative(target, drafter, p, sub_new, b)[1]
         sub["mean_acceptance"][str(b)] = sum(ls) / len(ls)
-    common.write_json(os.path.join(d, "eval.json"), sub)
+    common.write_json(os.path.join(d, "eval.json"), sub, compact=True)
     out["eval_json_mean_acceptance"] = sub["mean_acceptance"]
     out["training"] = common.read_json(os.path.join(d, "training.json"))
     out["bytes"] = common.dir_bytes(d)

@@ -4,10 +4,12 @@ import json
 import os
 
 
-def write_json(path, obj):
+def write_json(path, obj, compact=False):
+    """Indented for files people read; compact (one line) for the long id lists of the regression tests' sets,
+    which count against the shipped models' 40 MB."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(obj, f, indent=2)
+        json.dump(obj, f, **({"separators": (",", ":")} if compact else {"indent": 2}))
         f.write("\n")
 
 

@@ -139,6 +139,25 @@ FRAMES = {
                "Let me explain what happened.", "Everything else was fine so far."],
 }
 
+# Training-only variations (make_ticket(..., augment=True)). The held-out test writes tickets with sentence frames
+# the training never saw, so what a model may learn from is the cue, not the frame around it; these take away the
+# frames' words as evidence. An order frame filled with words instead of a number is a ticket without an order
+# number ("My order number is missing."), and a no-order sentence followed by a number is one with an order number
+# ("I can't find my order number, maybe 48213."), so only the number itself says that one was given (a model
+# trained on the frames alone learns that "order number" means none was given, from the words of the training
+# frames, and fails the held-out ones); a cue alone in a bare
+# frame carries its answer with no frame words at all; and "not X, Y" wants come more often, so the negation is
+# learned from many frames rather than from the few training frames that have it.
+NO_ORDER_FILLS = ["missing", "unknown", "lost", "not in my email", "nowhere to be found", "not something I have",
+                  "gone", "not on the receipt", "unclear to me", "somewhere in my inbox"]
+NUMBER_AFTER = [", maybe {order}.", " - I think it is {order}.", ", but it could be {order}.",
+                ", it might be {order}.", "; try {order}."]
+BARE_FRAMES = ["{cue}.", "Also: {cue}.", "P.S. {cue}.", "Note - {cue}.", "Re: {cue}.", "And {cue}.",
+               "One more thing: {cue}."]
+AUGMENT_P = 0.3        # per sentence that has a cue: a bare frame instead; per ticket without order: a worded fill
+WANT_NOT_P = 0.25      # the share of "not X, Y" wants in a ticket
+WANT_NOT_P_AUGMENTED = 0.45
+
 QUESTIONS = {  # key -> (qtype, phrasings)
     "want": ("choice", ["What does the customer want?", "What resolution is the customer asking for?",
                         "What is the customer requesting?"]),
@@ -174,9 +193,16 @@ def _cap(s):
     return s[0].upper() + s[1:]
 
 
-def make_ticket(rng, frames):
-    """A ticket {"state": text, "facts": {...}} written with `frames` ({kind: list})."""
+def make_ticket(rng, frames, augment=False):
+    """A ticket {"state": text, "facts": {...}} written with `frames` ({kind: list}); `augment` (training only)
+    adds the variations above."""
     f = lambda k: rng.choice(frames[k])
+
+    def cued(kind, cue):  # a frame of `kind` around `cue`, or under augmentation sometimes a bare one
+        if augment and rng.random() < AUGMENT_P:
+            return rng.choice(BARE_FRAMES).format(cue=cue)
+        return f(kind).format(cue=cue)
+
     issue = rng.choice(list(ISSUES))
     team, issue_cues = ISSUES[issue]
     want = rng.choice(WANTS_BY_ISSUE[issue])
@@ -190,21 +216,28 @@ def make_ticket(rng, frames):
     else:
         body = [f("product_issue").format(product=facts["product"], cue=cue)]
     want_phrase = rng.choice(WANTS[want])
-    if rng.random() < 0.25:
+    if rng.random() < (WANT_NOT_P_AUGMENTED if augment else WANT_NOT_P):
         other = rng.choice([w for w in WANTS if w != want])
         other_phrase = rng.choice(WANTS[other])
         body.append(f("want_not").format(want=want_phrase, other=other_phrase, cap_other=_cap(other_phrase)))
     else:
         body.append(f("want").format(want=want_phrase))
-    extra = [f("urgency").format(cue=rng.choice(URGENCY_CUES[facts["urgency"]])),
-             f("mood").format(cue=rng.choice(MOOD_CUES[facts["mood"]]))]
+    extra = [cued("urgency", rng.choice(URGENCY_CUES[facts["urgency"]])),
+             cued("mood", rng.choice(MOOD_CUES[facts["mood"]]))]
     if facts["mood"] == "furious" and rng.random() < 0.5:
         extra[-1] = extra[-1].rstrip(".") + "!"
     if facts["repeat"]:
-        extra.append(f("repeat").format(cue=rng.choice(REPEAT_CUES)))
+        extra.append(cued("repeat", rng.choice(REPEAT_CUES)))
     elif rng.random() < 0.5:
         extra.append(f("first"))
-    extra.append(f("order").format(order=order) if facts["has_order"] else f("no_order"))
+    if facts["has_order"] and augment and rng.random() < AUGMENT_P:
+        extra.append(f("no_order").rstrip(".") + rng.choice(NUMBER_AFTER).format(order=order))
+    elif facts["has_order"]:
+        extra.append(f("order").format(order=order))
+    elif augment and rng.random() < AUGMENT_P:
+        extra.append(f("order").format(order=rng.choice(NO_ORDER_FILLS)))
+    else:
+        extra.append(f("no_order"))
     extra += [f("filler") for _ in range(rng.choice((0, 0, 1, 1, 2)))]
     rng.shuffle(extra)
     parts = [f("channel")] + ([f("open")] if rng.random() < 0.8 else []) + body[:1]
@@ -254,6 +287,19 @@ def questions_for(rng, ticket, per_type=2):
             else:
                 opts, idx = options_for(rng, key, ans)
                 out.append({"key": key, "qtype": qtype, "question": phrasing, "options": opts, "answer": idx})
+    return out
+
+
+def more_questions(rng, ticket, key, n):
+    """n more questions of choice/score `key` about a ticket, each with its own options (training asks the product
+    more often: matching an option to the product the text names is what a small model learns last)."""
+    if key == "product" and not ticket["facts"]["names_product"]:
+        return []
+    qtype, phrasings = QUESTIONS[key]
+    out = []
+    for _ in range(n):
+        opts, idx = options_for(rng, key, truth(key, ticket["facts"]))
+        out.append({"key": key, "qtype": qtype, "question": rng.choice(phrasings), "options": opts, "answer": idx})
     return out
 
 
