@@ -143,9 +143,10 @@ FRAMES = {
 # the training never saw, so what a model may learn from is the cue, not the frame around it; these take away the
 # frames' words as evidence. An order frame filled with words instead of a number is a ticket without an order
 # number ("My order number is missing."), and a no-order sentence followed by a number is one with an order number
-# ("I can't find my order number, maybe 48213."), so only the number itself says that one was given (a model
-# trained on the frames alone learns that "order number" means none was given, from the words of the training
-# frames, and fails the held-out ones); a cue alone in a bare
+# ("I can't find my order number, maybe 48213."), and some tickets without a number say nothing about it, so
+# only the number itself says that one was given (the model of 2026-12-03, trained without that last variation,
+# answered "true" unless a no-order sentence of the training frames was there: 0.56 on held-out frames); a cue
+# alone in a bare
 # frame carries its answer with no frame words at all; and "not X, Y" wants come more often, so the negation is
 # learned from many frames rather than from the few training frames that have it.
 NO_ORDER_FILLS = ["missing", "unknown", "lost", "not in my email", "nowhere to be found", "not something I have",
@@ -234,10 +235,13 @@ def make_ticket(rng, frames, augment=False):
         extra.append(f("no_order").rstrip(".") + rng.choice(NUMBER_AFTER).format(order=order))
     elif facts["has_order"]:
         extra.append(f("order").format(order=order))
-    elif augment and rng.random() < AUGMENT_P:
-        extra.append(f("order").format(order=rng.choice(NO_ORDER_FILLS)))
     else:
-        extra.append(f("no_order"))
+        r = rng.random() if augment else 1.0
+        if r < AUGMENT_P:
+            extra.append(f("order").format(order=rng.choice(NO_ORDER_FILLS)))
+        elif r >= 2 * AUGMENT_P:
+            extra.append(f("no_order"))
+        # else nothing: most customers who give no number say nothing about it
     extra += [f("filler") for _ in range(rng.choice((0, 0, 1, 1, 2)))]
     rng.shuffle(extra)
     parts = [f("channel")] + ([f("open")] if rng.random() < 0.8 else []) + body[:1]
