@@ -6,10 +6,9 @@
 // as cuBLASLt's split-K with its reduction in the compute type computes it. Whether the bits are the same is the
 // hardware's to say: lowering runs both on a probe and takes this kernel only where they are (gemm_impl.h).
 //
-// The chain fixes the order of the arithmetic, not of the loads: a warp keeps stages - 1 stages of 128 k (4 KB of
-// weights each) in flight through cp.async into its ring in shared memory, so the bytes in flight do not cost
-// registers (lowering deepens the ring where the warps are few), and ldmatrix gives the mma its fragments at the
-// ISA's own k positions.
+// The chain fixes the order of the arithmetic, not of the loads: a warp keeps kGemmStreamRing - 1 stages of 128 k
+// (4 KB of weights each) in flight through cp.async into its ring in shared memory, so the bytes in flight do not
+// cost registers, and ldmatrix gives the mma its fragments at the ISA's own k positions.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
@@ -18,6 +17,8 @@ namespace {
 
 constexpr unsigned kStageK = 16 * kGemmStreamSteps;  // k per stage
 constexpr unsigned kChunks = kStageK * 2 / 16;       // 16-byte chunks per row and stage
+constexpr unsigned kRing = kGemmStreamRing;
+static_assert(kRing >= 3, "the loop waits for kRing - 2 groups: a ring of 2 would read a stage still loading");
 
 struct StreamSlice {
   const unsigned char* w;  // the tile's first weight row (its columns' rows of w are k elements apart)
@@ -26,7 +27,6 @@ struct StreamSlice {
   unsigned rows;   // real weight rows of the tile (columns of out)
   unsigned k_begin, k_end;
   unsigned stages;  // of the slice
-  unsigned ring;    // stages the ring holds
   unsigned stage_bytes;
   unsigned char* base;
 };
@@ -35,7 +35,7 @@ struct StreamSlice {
 // of a row; rows past the tile's real columns and k past the slice become zeros.
 TK_DEV void load_weights(const StreamSlice& z, unsigned s, unsigned lane) {
   if (s >= z.stages) return;
-  unsigned char* dst = z.base + (s % z.ring) * z.stage_bytes;
+  unsigned char* dst = z.base + (s % kRing) * z.stage_bytes;
   const unsigned kb = z.k_begin + s * kStageK;
 #pragma unroll
   for (unsigned i = 0; i < 16 * kChunks / 32; ++i) {
@@ -51,7 +51,7 @@ TK_DEV void load_weights(const StreamSlice& z, unsigned s, unsigned lane) {
 // output that is stored).
 TK_DEV void load_rows(const StreamSlice& z, unsigned s, unsigned here, unsigned lane) {
   if (s >= z.stages) return;
-  unsigned char* dst = z.base + (s % z.ring) * z.stage_bytes + 16 * kGemmStreamRowBytes;
+  unsigned char* dst = z.base + (s % kRing) * z.stage_bytes + 16 * kGemmStreamRowBytes;
   const unsigned kb = z.k_begin + s * kStageK;
   for (unsigned c = lane; c < here * kChunks; c += 32) {
     const unsigned row = c / kChunks, chunk = c % kChunks;
@@ -74,17 +74,16 @@ TK_DEV void gemm_stream(const GemmStreamArgs& a) {
   z.k_begin = min_u(a.k, warp * a.slice_k);
   z.k_end = min_u(a.k, z.k_begin + a.slice_k);
   z.stages = (z.k_end - z.k_begin + kStageK - 1) / kStageK;
-  z.ring = a.stages;
   z.stage_bytes = (16 + a.stage_rows) * kGemmStreamRowBytes;
-  z.base = dynamic_smem() + warp * z.ring * z.stage_bytes;
+  z.base = dynamic_smem() + warp * kRing * z.stage_bytes;
   // The first stages' weights go out before the kernel ahead has finished (programmatic dependent launch): they
   // are constants. Its outputs (this kernel's rows, the index) only after the wait. Group s holds stage s's rows
   // (and group 0 all the early weights), so waiting for group s finds stage s whole.
-  for (unsigned s = 0; s + 1 < z.ring; ++s) load_weights(z, s, lane);
+  for (unsigned s = 0; s + 1 < kRing; ++s) load_weights(z, s, lane);
   wait_prior_grids();
   const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.stage_rows, kGemmStreamRows));
   const unsigned groups = (here + 7) / 8;
-  for (unsigned s = 0; s + 1 < z.ring; ++s) {
+  for (unsigned s = 0; s + 1 < kRing; ++s) {
     load_rows(z, s, here, lane);
     cp_async_commit();
   }
@@ -96,12 +95,12 @@ TK_DEV void gemm_stream(const GemmStreamArgs& a) {
   const unsigned b_off = min_u(mr + 8 * (mi >> 1), a.stage_rows - 1) * kGemmStreamRowBytes + 16 * (mi & 1u);
   float acc[4][4] = {};
   for (unsigned s = 0; s < z.stages && here > 0; ++s) {  // block-uniform
-    cp_async_wait_n(z.ring - 2);
+    cp_async_wait<kRing - 2>();
     __syncwarp();  // every lane's copies of stage s landed; every lane is done with the slot refilled next
-    load_weights(z, s + z.ring - 1, lane);
-    load_rows(z, s + z.ring - 1, here, lane);
+    load_weights(z, s + kRing - 1, lane);
+    load_rows(z, s + kRing - 1, here, lane);
     cp_async_commit();
-    const unsigned char* ws = z.base + (s % z.ring) * z.stage_bytes;
+    const unsigned char* ws = z.base + (s % kRing) * z.stage_bytes;
     const unsigned char* xs = ws + 16 * kGemmStreamRowBytes;
     const unsigned kb = z.k_begin + s * kStageK;
 #pragma unroll

@@ -98,19 +98,6 @@ TK_DEV void cp_async_wait() {
 #endif
 }
 
-// cp_async_wait with a run-time count (warp-uniform), 0..15: wait_group takes only an immediate.
-TK_DEV void cp_async_wait_n(unsigned n) {
-  switch (n) {
-#define TK_WAIT_CASE(N) \
-  case N: cp_async_wait<N>(); break;
-    TK_WAIT_CASE(0) TK_WAIT_CASE(1) TK_WAIT_CASE(2) TK_WAIT_CASE(3) TK_WAIT_CASE(4) TK_WAIT_CASE(5)
-    TK_WAIT_CASE(6) TK_WAIT_CASE(7) TK_WAIT_CASE(8) TK_WAIT_CASE(9) TK_WAIT_CASE(10) TK_WAIT_CASE(11)
-    TK_WAIT_CASE(12) TK_WAIT_CASE(13) TK_WAIT_CASE(14)
-#undef TK_WAIT_CASE
-    default: cp_async_wait<15>(); break;
-  }
-}
-
 // Two floats rounded (nearest even) to f16, or bf16 for kBf16, in one register, `lo` in the low 16 bits
 // (the mma fragment order). PTX packs its first source into the upper half.
 template <bool kBf16>
@@ -168,7 +155,6 @@ template <int N>
 inline void cp_async_wait() {
   ::tandem::emu::cp_async_wait(N);
 }
-inline void cp_async_wait_n(unsigned n) { ::tandem::emu::cp_async_wait(static_cast<int>(n)); }
 template <bool kBf16>
 inline unsigned pack_16x2(float lo, float hi) {
   return static_cast<unsigned>(kBf16 ? f2b(lo) : f2h(lo)) | (static_cast<unsigned>(kBf16 ? f2b(hi) : f2h(hi)) << 16);

@@ -9,12 +9,8 @@
 namespace tandem::cuda {
 namespace {
 
-// The ring's depth: measured on the H200 (PERF_NOTES "The streaming GEMM, second form"), 4 stages beat rings
-// sized for ~96 KB in flight per SM (up to 16 stages) on every Qwen3-8B shape, so the bytes in flight are not what
-// bounds this kernel. The depth changes only when bytes arrive, never the arithmetic.
-constexpr uint32_t kRingStages = 4;
-static_assert(kRingStages >= kernels::kGemmStreamStagesMin && kRingStages <= kernels::kGemmStreamStagesMax);
-static_assert(uint64_t{kernels::kGemmStreamWarps} * kRingStages * (16 + kernels::kGemmStreamRows) *
+// The ring's depth is the kernel's constant (kernels/args.cuh kGemmStreamRing says why).
+static_assert(uint64_t{kernels::kGemmStreamWarps} * kernels::kGemmStreamRing * (16 + kernels::kGemmStreamRows) *
                   kernels::kGemmStreamRowBytes <= kernels::kGemmStreamSmemMax,
               "a block's rings fit its shared memory");
 
@@ -58,17 +54,16 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
   const uint32_t slice_k = ((a.width + splits - 1) / splits + 15) / 16 * 16;
   const uint32_t stage_rows = std::max<uint32_t>(rows, 1);
   const uint32_t stage_bytes = (16 + stage_rows) * kernels::kGemmStreamRowBytes;
-  const uint32_t stages = kRingStages;
   s.grid = dim3(1, tiles);
   if (s.grid.y > 65535) {
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} column tiles (limit 65535)", what, s.grid.y);
   }
   s.block = dim3(splits * 32);
-  s.smem = splits * stages * stage_bytes;
+  s.smem = splits * kernels::kGemmStreamRing * stage_bytes;
   // INVARIANT: a, out and w are arena values and a weight sized at lowering for the bucket's rows (a [rows, k],
   // out [rows, n], w [n, k]) at the types checked above; the kernel touches real rows only.
   s.args = kernels::GemmStreamArgs{out.ptr,   a.ptr,  w,       c.ix.n,     a.kind(),   a.width, out.width,
-                                   splits,    slice_k, accumulate ? 1u : 0u, stage_rows, stages};
+                                   splits,    slice_k, accumulate ? 1u : 0u, stage_rows};
   return s;
 }
 
