@@ -141,21 +141,22 @@ FRAMES = {
 
 # Training-only variations (make_ticket(..., augment=True)). The held-out test writes tickets with sentence frames
 # the training never saw, so what a model may learn from is the cue, not the frame around it; these take away the
-# frames' words as evidence. An order frame filled with words instead of a number is a ticket without an order
-# number ("My order number is missing."), and a no-order sentence followed by a number is one with an order number
-# ("I can't find my order number, maybe 48213."), and some tickets without a number say nothing about it, so
-# only the number itself says that one was given (the model of 2026-12-03, trained without that last variation,
-# answered "true" unless a no-order sentence of the training frames was there: 0.56 on held-out frames); a cue
-# alone in a bare
-# frame carries its answer with no frame words at all; and "not X, Y" wants come more often, so the negation is
-# learned from many frames rather than from the few training frames that have it.
+# frames' words as evidence:
+# - orders: an order frame filled with words instead of a number is a ticket without an order number ("My order
+#   number is missing."), a no-order sentence followed by a number one with it ("I can't find my order number,
+#   maybe 48213."), and some tickets without a number say nothing about it, so that only the number says one was
+#   given (the model of 2026-12-03, trained without the last of these, answered "true" unless a no-order sentence
+#   of the training frames was there: 0.56 on held-out frames);
+# - a cue alone in a bare frame carries its answer with no frame words at all;
+# - "not X, Y" wants come more often, so the negation is learned from many frames, not from a few.
 NO_ORDER_FILLS = ["missing", "unknown", "lost", "not in my email", "nowhere to be found", "not something I have",
                   "gone", "not on the receipt", "unclear to me", "somewhere in my inbox"]
 NUMBER_AFTER = [", maybe {order}.", " - I think it is {order}.", ", but it could be {order}.",
                 ", it might be {order}.", "; try {order}."]
 BARE_FRAMES = ["{cue}.", "Also: {cue}.", "P.S. {cue}.", "Note - {cue}.", "Re: {cue}.", "And {cue}.",
                "One more thing: {cue}."]
-AUGMENT_P = 0.3        # per sentence that has a cue: a bare frame instead; per ticket without order: a worded fill
+AUGMENT_P = 0.3  # the chance of each variation where it applies (a ticket without a number: a worded fill, or
+#                  with the same chance no order sentence at all)
 WANT_NOT_P = 0.25      # the share of "not X, Y" wants in a ticket
 WANT_NOT_P_AUGMENTED = 0.45
 
