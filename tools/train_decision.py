@@ -14,7 +14,6 @@ ids, answers and the measured accuracy, for tests/coordinator/shipped_decision_t
     python3 tools/train_decision.py --root . --seconds 230 [--smoke]"""
 import argparse
 import copy
-import math
 import os
 import random
 import sys
@@ -26,6 +25,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from tools.train import common, tickets  # noqa: E402
+from tools.train.decision_metrics import accuracy, by_key, calibrate, correct, ece, nll, temp_of  # noqa: E402
 from tools.train.laya_layout import compat_sequence  # noqa: E402
 from tools.train.modernbert import DecisionModel, DecisionShape, encoder_config  # noqa: E402
 
@@ -171,83 +171,6 @@ def predict(model, items, dev, batch=512):
             out.append(logits[j, :len(x["markers"])].float().tolist())
     model.train()
     return out
-
-
-def correct(x, z):
-    return (z[0] > 0) == bool(x["answer"]) if x["qi"] == 2 else max(range(len(z)), key=lambda i: (z[i], -i)) == x["answer"]
-
-
-def by_key(items, logits):
-    """Accuracy per question key (want, product, mood, ...), rounded, for the training log."""
-    per = {}
-    for x, z in zip(items, logits):
-        per.setdefault(x["key"], []).append(correct(x, z))
-    return {k: round(sum(v) / len(v), 3) for k, v in sorted(per.items())}
-
-
-def accuracy(items, logits):
-    acc = {}
-    for q in ("choice", "score", "noul"):
-        sel = [(x, z) for x, z in zip(items, logits) if x["qtype"] == q]
-        acc[q] = sum(correct(x, z) for x, z in sel) / max(1, len(sel))
-    return acc
-
-
-def probs(x, z, t):
-    if x["qi"] == 2 and len(z) == 1:
-        p = 1.0 / (1.0 + math.exp(-z[0] / t))
-        return [1.0 - p, p], x["answer"]  # two-outcome form for NLL/ECE: index 1 = true
-    m = max(v / t for v in z)
-    e = [math.exp(v / t - m) for v in z]
-    s = sum(e)
-    return [v / s for v in e], x["answer"]
-
-
-def nll(pairs, t):
-    tot = 0.0
-    for x, z in pairs:
-        p, a = probs(x, z, t)
-        tot -= math.log(max(p[a], 1e-12))
-    return tot / max(1, len(pairs))
-
-
-def fit_temperature(pairs):
-    grid = [math.exp(math.log(0.05) + i * (math.log(20.0) - math.log(0.05)) / 199) for i in range(200)]
-    return min(grid, key=lambda t: nll(pairs, t))
-
-
-def ece(pairs, t, bins=10):
-    conf = []
-    for x, z in pairs:
-        p, a = probs(x, z, t)
-        pick = max(range(len(p)), key=lambda i: p[i])
-        conf.append((p[pick], pick == a))
-    tot = 0.0
-    for b in range(bins):
-        sel = [(c, r) for c, r in conf if b / bins < c <= (b + 1) / bins or (b == 0 and c == 0)]
-        if sel:
-            tot += len(sel) / len(conf) * abs(sum(c for c, _ in sel) / len(sel) - sum(r for _, r in sel) / len(sel))
-    return tot
-
-
-def calibrate(calib, calib_logits):
-    """Temperatures fitted on calib: per question type over all option counts, then per option count where the
-    count has at least 200 questions."""
-    temps, by_options = [1.0, 1.0, 1.0], {}
-    for qi, q in enumerate(("choice", "score", "noul")):
-        pairs = [(x, z) for x, z in zip(calib, calib_logits) if x["qi"] == qi]
-        if not pairs:
-            continue
-        temps[qi] = fit_temperature(pairs)
-        for k in sorted({len(z) for _, z in pairs}):
-            sub = [(x, z) for x, z in pairs if len(z) == k]
-            if len(sub) >= 200:
-                by_options.setdefault(q, {})[str(k)] = fit_temperature(sub)
-    return temps, by_options
-
-
-def temp_of(temps, by_options, x, z):
-    return by_options.get(x["qtype"], {}).get(str(len(z)), temps[x["qi"]])
 
 
 def main():

@@ -181,7 +181,8 @@ def part_decision(a, dev):
             theirs = hf(input_ids=x, attention_mask=ones.long()).last_hidden_state[0]
             worst = max(worst, (theirs - model.encoder(x, ones)[0]).abs().max().item())
     check(worst < ENCODER_TOLERANCE, f"ModernBertModel matches tools/train/modernbert.py's encoder within {worst:.2e}")
-    from tools.train_decision import accuracy, predict
+    from tools.train.decision_metrics import accuracy
+    from tools.train_decision import predict
     items = [dict(q, qi=QTYPE_INDEX[q["qtype"]]) for q in ev["questions"]]
     acc = accuracy(items, predict(model, items, dev))
     check(all(abs(acc[k] - ev["measured"][k]) <= 0.0101 for k in acc),
