@@ -7,8 +7,8 @@ values (HF ModernBertModel + PyTorch head). At toy sizes: the Qwen3 module's KV-
 full forward, the reference speculative loop (v1 and v2 drafters, blocks 2-16) equals plain greedy decoding, a
 drafter's blocks see only context before their anchor, the dynamic convolution starts as the identity, the
 decision model ignores pads and lays out the ticket task (the training-only variations keep every answer true),
-the decision figures' calibration recovers a known temperature, safetensors round trips, and the tensor names are those
-tandem loads (tests/fixtures/decision-tiny's list)."""
+the decision figures' calibration recovers a known temperature, safetensors round trips, and the tensor names are
+those tandem loads (tests/fixtures/decision-tiny's list)."""
 import math
 import os
 import random
