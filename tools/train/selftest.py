@@ -9,9 +9,7 @@ drafter's blocks see only context before their anchor, the dynamic convolution s
 decision model ignores pads and lays out the ticket task (the training-only variations keep every answer true),
 the decision figures' calibration recovers a known temperature, safetensors round trips, and the tensor names are
 those tandem loads (tests/fixtures/decision-tiny's list)."""
-import math
 import os
-import random
 import sys
 import tempfile
 
@@ -19,9 +17,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from tools.train import common, decision_metrics, tickets  # noqa: E402
+from tools.train import common, selftest_pure  # noqa: E402
 from tools.train.dflash import Drafter, DrafterShape  # noqa: E402
-from tools.train.laya_layout import compat_sequence  # noqa: E402
 from tools.train.modernbert import DecisionModel, DecisionShape  # noqa: E402
 from tools.train.qwen3 import KVCache, Qwen3LM, Qwen3Shape, greedy  # noqa: E402
 from tools.train.spec_loop import plain_greedy, speculative  # noqa: E402
@@ -184,59 +181,6 @@ def check_decision():
     assert {norm(n) for n in names} == {norm(n) for n in tiny}, sorted({norm(n) for n in names} ^ {norm(n) for n in tiny})
 
 
-def check_tickets():
-    split = tickets.split_frames(3)
-    for k, (tr, he) in split.items():
-        assert tr and he and not set(tr) & set(he), k
-    rng = random.Random(0)
-    enc = lambda text: [min(ord(c), 299) for c in text]  # a stand-in tokenizer: one id per character
-    for frames in ({k: v[0] for k, v in split.items()}, {k: v[1] for k, v in split.items()}):
-        for _ in range(50):
-            t = tickets.make_ticket(rng, frames)
-            for q in tickets.questions_for(rng, t):
-                ids, markers = compat_sequence(enc, (1, 2, 4), tickets.QTYPE_INDEX[q["qtype"]], q["question"],
-                                               q["options"], enc(t["state"]))
-                assert len(markers) == len(q["options"]) and all(ids[m] == 4 for m in markers)
-                assert 0 <= q["answer"] < max(2, len(q["options"]))
-
-
-def check_augmented_tickets():
-    """Training-only variations keep every answer true to its facts: an order number is in the text exactly when
-    has_order says so."""
-    frames = {k: v[0] for k, v in tickets.split_frames(3).items()}
-    rng = random.Random(1)
-    for _ in range(400):
-        t = tickets.make_ticket(rng, frames, augment=True)
-        digits = any(w.strip("#().,;").replace("-", "")[1:].isdigit() for w in t["state"].split())
-        assert digits == t["facts"]["has_order"], t
-        for q in tickets.questions_for(rng, t) + tickets.more_questions(rng, t, "product", 2):
-            if q["qtype"] != "noul":
-                assert q["options"][q["answer"]] == tickets.truth(q["key"], t["facts"]), q
-
-
-def check_decision_metrics():
-    """Calibration finds the temperature that made over-confident logits: logits T x z of answers drawn from
-    softmax(z) (choice) or sigmoid(z) (noul) give T back, and NLL and ECE fall with it."""
-    rng = random.Random(2)
-    items, logits = [], []
-    for _ in range(3000):
-        z = [rng.gauss(0, 1.5) for _ in range(rng.randint(2, 4))]
-        e = [math.exp(v) for v in z]
-        items.append({"qtype": "choice", "qi": 0, "key": "want", "answer": rng.choices(range(len(z)), e)[0]})
-        logits.append([3.0 * v for v in z])
-    for _ in range(1500):
-        z = rng.gauss(0, 2)
-        items.append({"qtype": "noul", "qi": 2, "key": "angry", "answer": int(rng.random() < 1 / (1 + math.exp(-z)))})
-        logits.append([3.0 * z])
-    temps, by_options = decision_metrics.calibrate(items, logits)
-    assert abs(temps[0] - 3.0) < 0.3 and abs(temps[2] - 3.0) < 0.3, (temps, by_options)
-    choice = [(x, z) for x, z in zip(items, logits) if x["qi"] == 0]
-    assert decision_metrics.nll(choice, temps[0]) < decision_metrics.nll(choice, 1.0)
-    assert decision_metrics.ece(choice, temps[0]) < 0.05 < decision_metrics.ece(choice, 1.0)
-    acc = decision_metrics.accuracy(items, logits)
-    assert 0.5 < acc["choice"] < 0.9 and 0.6 < acc["noul"] < 0.95 and acc["score"] == 0, acc
-
-
 def check_safetensors():
     t = {"a": torch.randn(3, 4).to(torch.bfloat16), "b": torch.arange(5, dtype=torch.float32), "c": torch.zeros(0)}
     with tempfile.TemporaryDirectory() as d:
@@ -253,9 +197,7 @@ def main():
     check_decision_reference()
     check_conv_identity()
     check_decision()
-    check_tickets()
-    check_augmented_tickets()
-    check_decision_metrics()
+    selftest_pure.main()
     check_safetensors()
     print("selftest ok; random drafters' acceptance lengths:",
           {v: sum(x) / len(x) for v, x in lengths.items()}, file=sys.stderr)
