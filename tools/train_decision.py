@@ -91,26 +91,10 @@ def build(enc, tix, rng, per_type=2, extra_product=0):
     return out
 
 
-def collate(items, dev):
-    n, t = len(items), max(len(x["ids"]) for x in items)
-    k = max(len(x["markers"]) for x in items)
-    ids = torch.full((n, t), PAD, dtype=torch.long)
-    valid = torch.zeros((n, t), dtype=torch.bool)
-    pos = torch.zeros((n, k), dtype=torch.long)
-    kmask = torch.zeros((n, k), dtype=torch.bool)
-    for i, x in enumerate(items):
-        ids[i, :len(x["ids"])] = torch.tensor(x["ids"])
-        valid[i, :len(x["ids"])] = True
-        pos[i, :len(x["markers"])] = torch.tensor(x["markers"])
-        kmask[i, :len(x["markers"])] = True
-    qt = torch.tensor([x["qi"] for x in items])
-    ans = torch.tensor([x["answer"] for x in items])
-    return [v.to(dev, non_blocking=True) for v in (ids, valid, qt, pos, kmask, ans)]
-
-
 class Packed:
     """A question set as padded tensors on the device: a training step gathers its batch there, with no Python
-    loop over questions (building a batch item by item on the host held the GPU to a fraction of its speed)."""
+    loop over questions (building each batch item by item on the host held the GPU to a fraction of its speed);
+    evaluation packs each chunk it scores."""
 
     def __init__(self, items, dev):
         n, t = len(items), max(len(x["ids"]) for x in items)
@@ -130,8 +114,8 @@ class Packed:
         return self.ids.shape[0]
 
     def batch(self, idx):
-        """The batch of questions idx (a device tensor), cut to its longest sequence and option count: the
-        tensors collate() makes."""
+        """The questions idx (a device tensor) as the model takes them, cut to their longest sequence and option
+        count: ids, valid (False on pads), qtype index, marker positions, option mask, answers."""
         lens, nopt = self.lens[idx], self.nopt[idx]
         t, k = (int(v) for v in torch.stack([lens.max(), nopt.max()]).tolist())
         ids = self.ids[idx, :t].long()
@@ -165,7 +149,7 @@ def predict(model, items, dev, batch=512):
     out = []
     for i in range(0, len(items), batch):
         chunk = items[i:i + batch]
-        ids, valid, qt, pos, kmask, ans = collate(chunk, dev)
+        ids, valid, qt, pos, kmask, _ = Packed(chunk, dev).batch(torch.arange(len(chunk), device=dev))
         logits, _ = model(ids, valid, qt, pos, kmask)
         for j, x in enumerate(chunk):
             out.append(logits[j, :len(x["markers"])].float().tolist())

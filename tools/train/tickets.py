@@ -275,37 +275,37 @@ def options_for(rng, key, answer):
     return opts, opts.index(answer)
 
 
+def ask(rng, key, facts):
+    """A question of `key` about a ticket with these facts: a dict with key, qtype, question (a phrasing), options
+    (choice: a shuffled subset holding the answer; score: the levels; noul: ["true"]) and answer (the index of the
+    right option; for noul 1 if the statement is true, else 0)."""
+    qtype, phrasings = QUESTIONS[key]
+    phrasing = rng.choice(phrasings)
+    ans = truth(key, facts)
+    if qtype == "noul":
+        return {"key": key, "qtype": qtype, "question": phrasing, "options": ["true"], "answer": int(ans)}
+    opts, idx = options_for(rng, key, ans)
+    return {"key": key, "qtype": qtype, "question": phrasing, "options": opts, "answer": idx}
+
+
 def questions_for(rng, ticket, per_type=2):
-    """per_type questions of each type (an int, or a dict by type) about a ticket: dicts with qtype, question,
-    options, answer (the index of the right option; for noul 1 if the statement is true, else 0)."""
+    """per_type questions of each type (an int, or a dict by type) about a ticket, as ask() makes them, each key
+    once (the product only where the ticket names one)."""
     out = []
     for qtype in ("choice", "score", "noul"):
         n = per_type[qtype] if isinstance(per_type, dict) else per_type
         keys = [k for k, (t, _) in QUESTIONS.items()
                 if t == qtype and (k != "product" or ticket["facts"]["names_product"])]
-        for key in rng.sample(keys, min(n, len(keys))):
-            phrasing = rng.choice(QUESTIONS[key][1])
-            ans = truth(key, ticket["facts"])
-            if qtype == "noul":
-                out.append({"key": key, "qtype": qtype, "question": phrasing, "options": ["true"],
-                            "answer": int(ans)})
-            else:
-                opts, idx = options_for(rng, key, ans)
-                out.append({"key": key, "qtype": qtype, "question": phrasing, "options": opts, "answer": idx})
+        out += [ask(rng, key, ticket["facts"]) for key in rng.sample(keys, min(n, len(keys)))]
     return out
 
 
 def more_questions(rng, ticket, key, n):
-    """n more questions of choice/score `key` about a ticket, each with its own options (training asks the product
-    more often: matching an option to the product the text names is what a small model learns last)."""
+    """n more questions of `key` about a ticket, each with its own options (training asks the product more often:
+    matching an option to the product the text names is what a small model learns last)."""
     if key == "product" and not ticket["facts"]["names_product"]:
         return []
-    qtype, phrasings = QUESTIONS[key]
-    out = []
-    for _ in range(n):
-        opts, idx = options_for(rng, key, truth(key, ticket["facts"]))
-        out.append({"key": key, "qtype": qtype, "question": rng.choice(phrasings), "options": opts, "answer": idx})
-    return out
+    return [ask(rng, key, ticket["facts"]) for _ in range(n)]
 
 
 def all_texts(frames, rng, n):
