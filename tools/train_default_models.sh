@@ -15,8 +15,8 @@
 #      of every script's log). Full logs stay in $WORK/logs.
 # Usage (repository root): OUT=/tmp/out ./tools/train_default_models.sh
 # The decision model trains best without the drafters beside it: processes share the GPU by time slices, and its
-# small kernels then waited behind the drafters' large ones (1,358 steps in 300 s beside two drafters, 9,798 in
-# 400 s beside one other decision variant). The shipped models of 2026-12-03 came from two calls:
+# small kernels then waited behind the drafters' large ones (1,358 steps in 300 s beside two drafters and two other
+# decision variants, 9,798 in 400 s beside one other decision variant). The shipped models of 2026-12-03 came from two calls:
 #   SKIP_LM=1 DRAFTER_VERSIONS=1 TOTAL_SECONDS=520 DECISION_SECONDS=300 DRAFTER_SECONDS=300 (the v1 drafter), then
 #   ONLY=decision TOTAL_SECONDS=650 DECISION_SECONDS=400 (the decision model), default variants.
 # Budgets (seconds): LM_SECONDS, DECISION_SECONDS, DRAFTER_SECONDS; TOTAL_SECONDS caps the run (budgets shrink to
