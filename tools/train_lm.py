@@ -29,8 +29,6 @@ from tools.train import common  # noqa: E402
 from tools.train.qwen3 import Qwen3LM, Qwen3Shape, hf_config  # noqa: E402
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]  # ids 0..3
-QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                r"\s*[\r\n]+|\s+(?!\S)|\s+")
 CHAT_TEMPLATE = ("{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
                  "'<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
                  "{%- endif %}")
@@ -39,12 +37,9 @@ SMOKE = dict(vocab=400, hidden=128, inter=256, layers=4, heads=2, kv_heads=1, se
 
 
 def train_tokenizer(texts, vocab):
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = common.qwen_pre_tokenizer()
     tok.decoder = decoders.ByteLevel()
     specials = [AddedToken(s, special=True, normalized=False) for s in SPECIALS]
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=specials, show_progress=False,

@@ -22,6 +22,21 @@ from tools.train.files import dir_bytes, read_json, write_json  # noqa: F401 (re
 log = logging.getLogger("train")
 
 
+# Qwen2/Qwen3's pre-tokenizer split (tokenizer.json: a Split step with this regex, then ByteLevel without its own
+# regex): every digit is its own piece, so a number is a run of ten digit tokens, never one of many merged ones.
+QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def qwen_pre_tokenizer():
+    """The HF `tokenizers` pre-tokenizer of Qwen's tokenizer.json (tandem's tokenizer reads it, engine/io)."""
+    from tokenizers import Regex, pre_tokenizers
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+    ])
+
+
 def setup_logging(path=None, name="train"):
     """Logs go to stderr and, when given, to `path` (each script has its own log file)."""
     global log
