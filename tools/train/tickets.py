@@ -161,8 +161,6 @@ FRAMES = {
 #   given (the model of 2026-12-03, trained without the last of these, answered "true" unless a no-order sentence
 #   of the training frames was there: 0.56 on held-out frames);
 # - a cue alone in a bare frame carries its answer with no frame words at all;
-# - a product's problem is sometimes written in an account problem's frame ("I'm writing because the drill arrived
-#   broken."): held-out product frames that read like training account frames were routed to accounts;
 # - "not X, Y" wants come more often, so the negation is learned from many frames, not from a few.
 NO_ORDER_FILLS = ["missing", "unknown", "lost", "not in my email", "nowhere to be found", "not something I have",
                   "gone", "not on the receipt", "unclear to me", "somewhere in my inbox"]
@@ -230,9 +228,6 @@ def make_ticket(rng, frames, augment=False):
     cue = rng.choice(issue_cues)
     if issue == "account access":
         body = [f("account_issue").format(cue=cue, cap_cue=_cap(cue))]
-    elif augment and rng.random() < AUGMENT_P:  # a product's problem in an account problem's frame
-        said = f"the {facts['product']} {cue}"
-        body = [f("account_issue").format(cue=said, cap_cue=_cap(said))]
     else:
         body = [f("product_issue").format(product=facts["product"], cue=cue)]
     want_phrase = rng.choice(WANTS[want])
