@@ -16,9 +16,9 @@
 # Usage (repository root): OUT=/tmp/out ./tools/train_default_models.sh
 # The decision model trains best without the drafters beside it: processes share the GPU by time slices, and its
 # small kernels then waited behind the drafters' large ones (1,358 steps in 300 s beside two drafters and two other
-# decision variants, 9,798 in 400 s beside one other decision variant). The shipped models of 2026-12-03 came from two calls:
-#   SKIP_LM=1 DRAFTER_VERSIONS=1 TOTAL_SECONDS=520 DECISION_SECONDS=300 DRAFTER_SECONDS=300 (the v1 drafter), then
-#   ONLY=decision TOTAL_SECONDS=650 DECISION_SECONDS=400 (the decision model), default variants.
+# decision variants, 9,798 in 400 s beside one other decision variant). The shipped models of 2026-12-03 came from:
+#   SKIP_LM=1 DRAFTER_VERSIONS=1 TOTAL_SECONDS=520 DECISION_SECONDS=300 DRAFTER_SECONDS=300 (the v1 drafter), and
+#   ONLY=decision TOTAL_SECONDS=560 DECISION_SECONDS=330 (the decision model, variant g3i13), default variants.
 # Budgets (seconds): LM_SECONDS, DECISION_SECONDS, DRAFTER_SECONDS; TOTAL_SECONDS caps the run (budgets shrink to
 # fit what the smoke run left). Variants: DECISION_VARIANTS and DRAFTER_VARIANTS, "name=args;name=args" (args
 # passed to the training script); DRAFTER_VERSIONS="1" trains v1 drafters only.
