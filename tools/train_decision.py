@@ -175,6 +175,9 @@ def main():
                          "DecisionShape's)")
     ap.add_argument("--batch", type=int, default=None, help="questions per step (default: the recipe's)")
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    ap.add_argument("--cross-frames", type=float, default=0.0,
+                    help="training tickets: the chance that a product's problem is written in an account problem's "
+                         "frame (tickets.make_ticket; 0, the default, draws nothing, as the shipped model trained)")
     ap.add_argument("--log", default=None)
     ap.add_argument("--log-every", type=int, default=100)
     ap.add_argument("--eval-every", type=float, default=30.0)
@@ -197,7 +200,8 @@ def main():
     tok.save(os.path.join(out, "tokenizer/tokenizer.json"))
     enc = Encoder(tok)
     rng = random.Random(args.seed + 2)
-    make = lambda n, frames, augment=False: [tickets.make_ticket(rng, frames, augment) for _ in range(n)]
+    make = lambda n, frames, augment=False: [tickets.make_ticket(rng, frames, augment, args.cross_frames)
+                                             for _ in range(n)]
     # Training asks every choice key of a ticket (the product question needs matching an option to the text,
     # which a small model learns late) and half the noul statements; calib and test ask the default mix.
     # Training tickets carry tickets.py's training-only variations (frames' words are no evidence); calib and

@@ -41,8 +41,9 @@ def check_augmented_tickets():
     has_order says so."""
     frames = {k: v[0] for k, v in tickets.split_frames(3).items()}
     rng = random.Random(1)
-    for _ in range(400):
-        t = tickets.make_ticket(rng, frames, augment=True)
+    for i in range(400):
+        t = tickets.make_ticket(rng, frames, augment=True, cross_frames=0.5 if i % 2 else 0.0)
+        assert not t["facts"]["names_product"] or t["facts"]["product"] in t["state"], t  # also in an account frame
         digits = any(w.strip("#().,;").replace("-", "")[1:].isdigit() for w in t["state"].split())
         assert digits == t["facts"]["has_order"], t
         for q in tickets.questions_for(rng, t) + tickets.more_questions(rng, t, "product", 2):

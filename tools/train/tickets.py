@@ -161,7 +161,11 @@ FRAMES = {
 #   given (the model of 2026-12-03, trained without the last of these, answered "true" unless a no-order sentence
 #   of the training frames was there: 0.56 on held-out frames);
 # - a cue alone in a bare frame carries its answer with no frame words at all;
-# - "not X, Y" wants come more often, so the negation is learned from many frames, not from a few.
+# - "not X, Y" wants come more often, so the negation is learned from many frames, not from a few;
+# - opt-in (make_ticket's cross_frames, train_decision.py --cross-frames): a product's problem in an account
+#   problem's frame. The shipped model of 2026-12-03 (trained without it) routed held-out product frames that read
+#   like training account frames ("Quick note: the drill ...") to accounts; the one run with it at 0.3 (one
+#   variant, 165 s) stalled at loss 0.63, why is not known, so it is off until a run with it beside one without.
 NO_ORDER_FILLS = ["missing", "unknown", "lost", "not in my email", "nowhere to be found", "not something I have",
                   "gone", "not on the receipt", "unclear to me", "somewhere in my inbox"]
 NUMBER_AFTER = [", maybe {order}.", " - I think it is {order}.", ", but it could be {order}.",
@@ -208,9 +212,10 @@ def _cap(s):
     return s[0].upper() + s[1:]
 
 
-def make_ticket(rng, frames, augment=False):
+def make_ticket(rng, frames, augment=False, cross_frames=0.0):
     """A ticket {"state": text, "facts": {...}} written with `frames` ({kind: list}); `augment` (training only)
-    adds the variations above."""
+    adds the variations above; with `augment`, `cross_frames` is the chance that a product's problem is written
+    in an account problem's frame ("I'm writing because the drill arrived broken."), 0 draws nothing."""
     f = lambda k: rng.choice(frames[k])
 
     def cued(kind, cue):  # a frame of `kind` around `cue`, or under augmentation sometimes a bare one
@@ -228,6 +233,9 @@ def make_ticket(rng, frames, augment=False):
     cue = rng.choice(issue_cues)
     if issue == "account access":
         body = [f("account_issue").format(cue=cue, cap_cue=_cap(cue))]
+    elif augment and cross_frames > 0 and rng.random() < cross_frames:
+        said = f"the {facts['product']} {cue}"
+        body = [f("account_issue").format(cue=said, cap_cue=_cap(said))]
     else:
         body = [f("product_issue").format(product=facts["product"], cue=cue)]
     want_phrase = rng.choice(WANTS[want])
