@@ -32,6 +32,8 @@ struct CompletionRequest {
   std::optional<uint64_t> seed;        // absent: a random one
   std::vector<std::string> stop;       // up to 4, non-empty; the text is cut before the first one
   std::vector<uint32_t> stop_token_ids;  // vLLM's; end the request, not part of the text
+  bool ignore_eos = false;  // vLLM's and SGLang's: the model's EOS ids do not end the request (benchmarks' fixed
+                            // output lengths); stop_token_ids and stop strings still do
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool return_token_ids = false;

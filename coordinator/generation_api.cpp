@@ -327,7 +327,7 @@ void GenerationApi::complete(bool chat, const HttpRequest& http, const std::shar
   g.prompt = prompt;
   g.max_tokens = max_tokens;
   g.sampling = ir::SamplingParams{r.temperature, r.top_p, r.seed.value_or(random_u64())};
-  g.stop_ids = frontend_.eos_ids();
+  if (!r.ignore_eos) g.stop_ids = frontend_.eos_ids();
   for (uint32_t id : r.stop_token_ids) {
     if (std::find(g.stop_ids.begin(), g.stop_ids.end(), id) == g.stop_ids.end()) g.stop_ids.push_back(id);
   }

@@ -142,6 +142,7 @@ std::optional<ApiError> read_common(const json& j, const CompletionLimits& limit
     }
   }
   if (auto e = read_bool(j, "return_token_ids", r.return_token_ids)) return e;
+  if (auto e = read_bool(j, "ignore_eos", r.ignore_eos)) return e;
   if (auto e = read_bool(j, "speculative", r.speculative)) return e;
   return std::nullopt;
 }
@@ -240,7 +241,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body, con
   const json& j = parsed.value();
   if (auto e = check_keys(j, "", {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop",
                                   "stop_token_ids", "stream", "stream_options", "return_token_ids", "n", "user",
-                                  "logprobs", "speculative"})) {
+                                  "logprobs", "speculative", "ignore_eos"})) {
     return *e;
   }
   CompletionRequest r;
@@ -256,7 +257,7 @@ ApiResult<CompletionRequest> parse_chat_request(std::string_view body, const Com
   const json& j = parsed.value();
   if (auto e = check_keys(j, "", {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
                                   "seed", "stop", "stop_token_ids", "stream", "stream_options", "return_token_ids",
-                                  "n", "user", "logprobs", "speculative", "chat_template_kwargs"})) {
+                                  "n", "user", "logprobs", "speculative", "chat_template_kwargs", "ignore_eos"})) {
     return *e;
   }
   CompletionRequest r;

@@ -237,6 +237,34 @@ TEST_F(GenerationApiTest, StopIdsEndWithoutText) {
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
 }
 
+// vLLM's ignore_eos (benchmarks ask for fixed output lengths): the EOS ids leave the request's stop ids, so
+// generation goes on past an EOS (kept out of the text, as every special token) to max_tokens;
+// stop_token_ids still end it.
+TEST_F(GenerationApiTest, IgnoreEosRunsToMaxTokens) {
+  std::vector<uint32_t> tokens = encode("hello there");
+  tokens.push_back(0);  // <|endoftext|>
+  for (uint32_t id : encode(" more")) tokens.push_back(id);
+  fake_.script.tokens = tokens;
+  auto r = post("/v1/completions", fmt::format(R"({{"prompt": "x", "max_tokens": {}, "ignore_eos": true,
+                                                   "return_token_ids": true}})",
+                                               tokens.size()));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_TRUE(fake_.requests()[0].stop_ids.empty());
+  EXPECT_EQ(j["choices"][0]["text"], "hello there more");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], tokens.size());
+  EXPECT_EQ(j["choices"][0]["token_ids"].get<std::vector<uint32_t>>(), tokens);
+  // Chat too, and stop_token_ids still stop it.
+  r = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50,
+                                       "ignore_eos": true, "stop_token_ids": [0]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  EXPECT_EQ(fake_.requests()[1].stop_ids, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "hello there");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
 TEST_F(GenerationApiTest, ClientLeavingMidStreamCancels) {
   fake_.script.tokens = encode(kFox);
   fake_.script.forever = true;

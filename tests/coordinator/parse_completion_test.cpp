@@ -18,7 +18,7 @@ TEST(ParseCompletion, EveryField) {
       R"({"model": "pylm", "prompt": "Hello", "max_tokens": 32, "temperature": 0.7, "top_p": 0.9,
           "seed": 18446744073709551615, "stop": ["\n\n", "END"], "stop_token_ids": [2, 0], "stream": true,
           "stream_options": {"include_usage": true}, "return_token_ids": true, "n": 1, "user": "u1",
-          "logprobs": null, "speculative": false})",
+          "logprobs": null, "speculative": false, "ignore_eos": true})",
       limits());
   ASSERT_TRUE(r.ok()) << r.error().message;
   const CompletionRequest& c = r.value();
@@ -36,6 +36,7 @@ TEST(ParseCompletion, EveryField) {
   EXPECT_TRUE(c.include_usage);
   EXPECT_TRUE(c.return_token_ids);
   EXPECT_FALSE(c.speculative);
+  EXPECT_TRUE(c.ignore_eos);
   EXPECT_EQ(c.user, "u1");
 }
 
@@ -50,6 +51,7 @@ TEST(ParseCompletion, DefaultsAndPromptForms) {
   EXPECT_EQ(r.value().stop, (std::vector<std::string>{"x"}));
   EXPECT_FALSE(r.value().stream);
   EXPECT_TRUE(r.value().speculative);
+  EXPECT_FALSE(r.value().ignore_eos);
   // OpenAI's one-element batch forms.
   auto text = parse_completion_request(R"({"prompt": ["once"]})", limits());
   ASSERT_TRUE(text.ok()) << text.error().message;
@@ -187,6 +189,8 @@ INSTANTIATE_TEST_SUITE_P(
              "model must be a string, not an integer"},
         Case{"ReturnTokenIdsNotBool", false, R"({"prompt": "a", "return_token_ids": 1})", 400, "return_token_ids",
              "return_token_ids must be a boolean, not an integer"},
+        Case{"IgnoreEosNotBool", true, R"({"messages": [{"role": "user", "content": "a"}], "ignore_eos": "yes"})",
+             400, "ignore_eos", "ignore_eos must be a boolean, not a string"},
         Case{"SpeculativeNotBool", false, R"({"prompt": "a", "speculative": "no"})", 400, "speculative",
              "speculative must be a boolean, not a string"},
         Case{"ChatNoMessages", true, R"({"model": "m"})", 400, "messages", "messages is required"},
