@@ -2,6 +2,8 @@
 // (as some OpenAI clients send them) and then take their defaults; required ones may not.
 #include "coordinator/parse_completion.h"
 
+#include <initializer_list>
+
 #include <fmt/format.h>
 
 #include "coordinator/json_body_impl.h"
@@ -82,12 +84,33 @@ ApiResult<std::vector<uint32_t>> token_ids(const json& j, const std::string& pat
   return out;
 }
 
+// A sampling control tandem does not implement, accepted only at a value that turns it off (clients and
+// benchmark scripts send vLLM's and OpenAI's neutral defaults explicitly); any other value is refused, never
+// ignored.
+std::optional<ApiError> read_off(const json& obj, const char* key, std::initializer_list<double> off,
+                                 const char* off_said) {
+  const json* v = field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return wrong_type(key, *v, "a number");
+  for (const double o : off) {
+    if (v->get<double>() == o) return std::nullopt;
+  }
+  return bad_request(fmt::format("{} = {} is not supported (only {}: tandem samples with temperature and top_p)",
+                                 key, json_shown(*v), off_said),
+                     std::string(key));
+}
+
 // The fields both endpoints share.
 std::optional<ApiError> read_common(const json& j, const CompletionLimits& limits, CompletionRequest& r) {
   if (auto e = read_string(j, "model", r.model)) return e;
   if (auto e = read_string(j, "user", r.user)) return e;
   if (auto e = read_number(j, "temperature", 0, 2, false, r.temperature)) return e;
   if (auto e = read_number(j, "top_p", 0, 1, true, r.top_p)) return e;
+  if (auto e = read_off(j, "top_k", {-1, 0}, "-1 or 0")) return e;
+  if (auto e = read_off(j, "min_p", {0}, "0")) return e;
+  if (auto e = read_off(j, "presence_penalty", {0}, "0")) return e;
+  if (auto e = read_off(j, "frequency_penalty", {0}, "0")) return e;
+  if (auto e = read_off(j, "repetition_penalty", {1}, "1")) return e;
   if (const json* v = field(j, "seed")) {
     if (!v->is_number_integer()) return wrong_type("seed", *v, "an integer");
     if (!v->is_number_unsigned()) {
@@ -241,7 +264,8 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body, con
   const json& j = parsed.value();
   if (auto e = check_keys(j, "", {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop",
                                   "stop_token_ids", "stream", "stream_options", "return_token_ids", "n", "user",
-                                  "logprobs", "speculative", "ignore_eos"})) {
+                                  "logprobs", "speculative", "ignore_eos", "top_k", "min_p", "presence_penalty",
+                                  "frequency_penalty", "repetition_penalty"})) {
     return *e;
   }
   CompletionRequest r;
@@ -257,7 +281,8 @@ ApiResult<CompletionRequest> parse_chat_request(std::string_view body, const Com
   const json& j = parsed.value();
   if (auto e = check_keys(j, "", {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
                                   "seed", "stop", "stop_token_ids", "stream", "stream_options", "return_token_ids",
-                                  "n", "user", "logprobs", "speculative", "chat_template_kwargs", "ignore_eos"})) {
+                                  "n", "user", "logprobs", "speculative", "chat_template_kwargs", "ignore_eos",
+                                  "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"})) {
     return *e;
   }
   CompletionRequest r;

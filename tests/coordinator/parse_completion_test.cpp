@@ -18,7 +18,8 @@ TEST(ParseCompletion, EveryField) {
       R"({"model": "pylm", "prompt": "Hello", "max_tokens": 32, "temperature": 0.7, "top_p": 0.9,
           "seed": 18446744073709551615, "stop": ["\n\n", "END"], "stop_token_ids": [2, 0], "stream": true,
           "stream_options": {"include_usage": true}, "return_token_ids": true, "n": 1, "user": "u1",
-          "logprobs": null, "speculative": false, "ignore_eos": true})",
+          "logprobs": null, "speculative": false, "ignore_eos": true, "top_k": -1, "min_p": 0,
+          "presence_penalty": 0, "frequency_penalty": 0.0, "repetition_penalty": 1})",
       limits());
   ASSERT_TRUE(r.ok()) << r.error().message;
   const CompletionRequest& c = r.value();
@@ -189,6 +190,14 @@ INSTANTIATE_TEST_SUITE_P(
              "model must be a string, not an integer"},
         Case{"ReturnTokenIdsNotBool", false, R"({"prompt": "a", "return_token_ids": 1})", 400, "return_token_ids",
              "return_token_ids must be a boolean, not an integer"},
+        Case{"TopKOn", false, R"({"prompt": "a", "top_k": 40})", 400, "top_k",
+             "top_k = 40 is not supported (only -1 or 0: tandem samples with temperature and top_p)"},
+        Case{"PresencePenaltyOn", true, R"({"messages": [{"role": "user", "content": "a"}], "presence_penalty": 0.5})",
+             400, "presence_penalty", "presence_penalty = 0.5 is not supported (only 0"},
+        Case{"RepetitionPenaltyOn", false, R"({"prompt": "a", "repetition_penalty": 1.1})", 400, "repetition_penalty",
+             "repetition_penalty = 1.1 is not supported (only 1"},
+        Case{"MinPNotANumber", false, R"({"prompt": "a", "min_p": "0"})", 400, "min_p",
+             "min_p must be a number, not a string"},
         Case{"IgnoreEosNotBool", true, R"({"messages": [{"role": "user", "content": "a"}], "ignore_eos": "yes"})",
              400, "ignore_eos", "ignore_eos must be a boolean, not a string"},
         Case{"SpeculativeNotBool", false, R"({"prompt": "a", "speculative": "no"})", 400, "speculative",
