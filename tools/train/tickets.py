@@ -165,7 +165,8 @@ FRAMES = {
 # - opt-in (make_ticket's cross_frames, train_decision.py --cross-frames): a product's problem in an account
 #   problem's frame. The shipped model of 2026-12-03 (trained without it) routed held-out product frames that read
 #   like training account frames ("Quick note: the drill ...") to accounts; the one run with it at 0.3 (one
-#   variant, 165 s) stalled at loss 0.63, why is not known, so it is off until a run with it beside one without.
+#   variant, 165 s) stalled at loss 0.63 (urgency and product at chance; in the shipped 326 s run both were
+#   learned late, urgency at once near step 4,000), so it is off until a run of full length beside one without.
 NO_ORDER_FILLS = ["missing", "unknown", "lost", "not in my email", "nowhere to be found", "not something I have",
                   "gone", "not on the receipt", "unclear to me", "somewhere in my inbox"]
 NUMBER_AFTER = [", maybe {order}.", " - I think it is {order}.", ", but it could be {order}.",
