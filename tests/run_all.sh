@@ -30,15 +30,16 @@ cmake --build build-sanitize -j"$jobs" --target sanitize-tests
 (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j"$jobs" -L sanitize --timeout 900)
 
-# The generation path's parsers of untrusted input under libFuzzer (clang, ASan + UBSan): completion and
-# chat bodies, and chat templates, 60 s each from the seeds in tests/fuzz/corpus. Any crash fails the run.
+# The parsers of untrusted input under libFuzzer (clang, ASan + UBSan): completion and chat bodies, chat
+# templates, and /v1/decide and /v1/score bodies, 40 s each from the seeds in tests/fuzz/corpus. Any crash
+# fails the run.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE=address,undefined -DTANDEM_CUDA=OFF \
   -DTANDEM_MPI=OFF -DTANDEM_BENCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 cmake --build build-fuzz -j"$jobs" --target fuzz-targets
-for target in completion_request chat_template; do
+for target in completion_request chat_template decision_request; do
   mkdir -p "build-fuzz/corpus-$target"
-  build-fuzz/tests/fuzz/fuzz_$target -max_total_time=60 -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+  build-fuzz/tests/fuzz/fuzz_$target -max_total_time=40 -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     "build-fuzz/corpus-$target" "tests/fuzz/corpus/$target"
 done
 echo "run_all: every test passed"
