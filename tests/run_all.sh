@@ -31,7 +31,7 @@ cmake --build build-sanitize -j"$jobs" --target sanitize-tests
   ctest --output-on-failure -j"$jobs" -L sanitize --timeout 900)
 
 # The parsers of untrusted input under libFuzzer (clang, ASan + UBSan): completion and chat bodies, chat
-# templates, and /v1/decide and /v1/score bodies, 40 s each from the seeds in tests/fuzz/corpus. Any crash
+# templates, and /v1/decide and /v1/score bodies with their layout, 35 s each from the seeds in tests/fuzz/corpus. Any crash
 # fails the run.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE=address,undefined -DTANDEM_CUDA=OFF \
@@ -39,7 +39,7 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_CO
 cmake --build build-fuzz -j"$jobs" --target fuzz-targets
 for target in completion_request chat_template decision_request; do
   mkdir -p "build-fuzz/corpus-$target"
-  build-fuzz/tests/fuzz/fuzz_$target -max_total_time=40 -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+  build-fuzz/tests/fuzz/fuzz_$target -max_total_time=35 -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     "build-fuzz/corpus-$target" "tests/fuzz/corpus/$target"
 done
 echo "run_all: every test passed"
