@@ -31,8 +31,8 @@ cmake --build build-sanitize -j"$jobs" --target sanitize-tests
   ctest --output-on-failure -j"$jobs" -L sanitize --timeout 900)
 
 # The parsers of untrusted input under libFuzzer (clang, ASan + UBSan): completion and chat bodies, chat
-# templates, and /v1/decide and /v1/score bodies with their layout, 35 s each from the seeds in tests/fuzz/corpus. Any crash
-# fails the run.
+# templates, and /v1/decide and /v1/score bodies with their layout, 35 s each from the seeds in
+# tests/fuzz/corpus. Any crash fails the run.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE=address,undefined -DTANDEM_CUDA=OFF \
   -DTANDEM_MPI=OFF -DTANDEM_BENCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
