@@ -8,7 +8,6 @@ A noul answer counts as "true" when P(true) > 0.5 (its one option's logit above 
 import argparse
 import collections
 import concurrent.futures
-import http.client
 import json
 import random
 import sys
@@ -16,19 +15,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tools.demo_client import post  # noqa: E402
 from tools.train import tickets  # noqa: E402
 
 
 def ask(port, ticket, q):
     body = {"state": ticket["state"],
             "questions": [{"id": "q", "qtype": q["qtype"], "question": q["question"], "options": q["options"]}]}
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    c.request("POST", "/v1/decide", json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    text = r.read().decode()
-    if r.status != 200:
-        raise SystemExit(f"/v1/decide: HTTP {r.status}: {text}")
-    a = json.loads(text)["answers"][0]
+    a = post(port, "/v1/decide", body)["answers"][0]
     if q["qtype"] == "noul" and len(q["options"]) == 1:
         return 1 if a["logits"][0] > 0 else 0
     return a["pick"]
