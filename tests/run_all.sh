@@ -5,7 +5,7 @@
 # generation request parsers and the chat template renderer with libFuzzer for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each stage's wall time on stderr as it ends, so a slow CI run says where its time went.
+# The elapsed wall time on stderr as each stage ends, so a slow CI run says where its time went.
 stage() { echo "run_all: $1 done at $SECONDS s" >&2; }
 ./tools/setup-debian.sh
 stage setup
