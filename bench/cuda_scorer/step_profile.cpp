@@ -13,18 +13,6 @@
 #include "engine/cuda/plan_impl.h"
 
 namespace tandem::bench {
-namespace {
-
-std::string category(const std::string& label) {
-  if (label.find("(bias and activation)") != std::string::npos) return "bias_act";
-  if (label.find("(FP16 copy") != std::string::npos) return "cast";
-  // "op 12 layer_norm 'enc.3.mlp_in'": the op name is the third word.
-  const size_t a = label.find(' ', 3);
-  const size_t b = label.find(' ', a + 1);
-  return label.substr(a + 1, b - a - 1);
-}
-
-}  // namespace
 
 nlohmann::json profile(ir::Backend& backend, const ir::Weights& w, const ir::Graph& g, const ir::Batch& batch,
                        const ir::Bucket& bucket, const char* name) {
@@ -44,7 +32,7 @@ nlohmann::json profile(ir::Backend& backend, const ir::Weights& w, const ir::Gra
   std::map<std::string, std::pair<int, double>> by;
   double total = 0;
   for (const cuda::StepTime& s : *steps) {
-    auto& e = by[category(s.label)];
+    auto& e = by[cuda::step_category(s.label)];
     e.first += 1;
     e.second += s.ms;
     total += s.ms;

@@ -1,6 +1,6 @@
 // cuda_spec_bench: the speculative decode benchmark on CUDA (spec_bench.h), JSON on stdout.
 //   cuda_spec_bench [--tiny] [--json FILE] [--batches 1,8,32] [--acceptance 1,3,6.5,B] [--rounds N]
-//                   [--warmup N] [--context N] [--precision bf16|f16|f32] [--drafter-quantization int8|int4]...
+//                   [--warmup N] [--context N] [--precision bf16|f16|f32] [--drafter-quantization int8|int4]... [--profile]
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -70,13 +70,15 @@ int main(int argc, char** argv) {
       auto p = tandem::ir::parse_precision(argv[++i]);
       if (!p.ok()) die(p.error().message());
       a.precision = *p;
+    } else if (s == "--profile") {
+      a.profile = true;
     } else if (s == "--drafter-quantization" && has) {
       auto q = tandem::models::dflash::parse_quantization(argv[++i]);
       if (!q.ok()) die(q.error().message());
       a.quantizations.push_back(*q);
     } else {
       die("unknown argument " + s + " (--tiny, --json FILE, --batches L, --acceptance L, --rounds N, --warmup N, "
-          "--context N, --precision P, --drafter-quantization none|int8|int4)");
+          "--context N, --precision P, --drafter-quantization none|int8|int4, --profile)");
     }
   }
   auto j = tandem::bench::run_spec_bench(a);

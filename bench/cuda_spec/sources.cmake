@@ -3,6 +3,7 @@
 include(${CMAKE_CURRENT_LIST_DIR}/../spec_replay/sources.cmake)
 set(TANDEM_CUDA_SPEC_BENCH_LIB_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/spec_bench.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/phase_profile.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random_drafter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../cuda_decoder/random_target.cpp
   ${TANDEM_SPEC_REPLAY_SOURCES})

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "bench/cuda_decoder/random_target.h"
+#include "bench/cuda_spec/phase_profile.h"
 #include "bench/cuda_spec/random_drafter.h"
 #include "bench/spec_replay/replay.h"
 #include "engine/core/dtype.h"
@@ -80,12 +81,13 @@ struct Rounds {
   uint64_t lengths = 0;      // acceptance lengths summed over the timed rounds and requests
   uint64_t samples = 0;      // (round, request) pairs timed
   uint32_t diverged = 0;
+  json profile;              // --profile: the extra round's phases (phase_profile.h)
 };
 
 Result<Rounds> replay_decode(Target& target, Drafter& drafter, cuda::StreamMarks& marks,
                              const std::vector<spec::RequestParams>& params,
                              const std::vector<std::vector<uint32_t>>& continuations, const ReplaySchedule& schedule,
-                             uint32_t warmup, uint32_t rounds) {
+                             uint32_t warmup, uint32_t rounds, bool profile) {
   std::vector<spec::Request> requests;
   for (size_t i = 0; i < params.size(); ++i) {
     spec::RequestParams p = params[i];
@@ -124,6 +126,24 @@ Result<Rounds> replay_decode(Target& target, Drafter& drafter, cuda::StreamMarks
       out.lengths += r.accept_lengths.back();
       ++out.samples;
     }
+  }
+  if (profile) {
+    // One more round, untimed, each phase with step profiling on (the continuations hold one more block).
+    ir::Backend& backend = drafter.backend();
+    TANDEM_ASSIGN(out.profile["settle"], profile_phase(backend, "settle", [&] { return spec::settle(drafter, ptrs); }));
+    TANDEM_ASSIGN(out.profile["draft"], profile_phase(backend, "draft", [&] {
+      return spec::draft(drafter, ptrs, block, spec::VerifyMode::kMatch, drafts);
+    }));
+    std::vector<uint32_t> scheduled;
+    for (const spec::Request* r : ptrs) scheduled.push_back(schedule.length(r->rounds));
+    TANDEM_ASSIGN(uint32_t diverged, replay_drafts(schedule, ptrs, continuations, target.vocab(), drafts));
+    TANDEM_ASSIGN(out.profile["verify"], profile_phase(backend, "verify", [&] {
+      return spec::verify(target, ptrs, drafts, spec::VerifyMode::kMatch, false, route);
+    }));
+    // The replays rewrote what their runs wrote: the verify still accepts exactly the scheduled lengths.
+    bool as_scheduled = diverged == 0;
+    for (size_t i = 0; i < ptrs.size(); ++i) as_scheduled &= ptrs[i]->accept_lengths.back() == scheduled[i];
+    out.profile["accepted_as_scheduled"] = as_scheduled;
   }
   return out;
 }
@@ -177,8 +197,8 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
   const uint32_t context = a.context ? a.context : a.tiny ? 16 : 512;
   uint32_t max_block = 0;
   for (const DrafterShape& s : shapes) max_block = std::max(max_block, s.block);
-  // Each continuation covers every round at full acceptance plus one more block.
-  const uint32_t continuation = (warmup + rounds + 1) * max_block + 1;
+  // Each continuation covers every round at full acceptance plus one more block (two with --profile's round).
+  const uint32_t continuation = (warmup + rounds + (a.profile ? 2 : 1)) * max_block + 1;
   const uint32_t slots = *std::max_element(batches.begin(), batches.end());
   const uint32_t capacity = context + continuation + max_block;
   std::fprintf(stderr, "cuda_spec_bench: REPLAY drafts: every round the real drafter settles and drafts, then its "
@@ -265,7 +285,7 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
           runs[key(mean)] = {{"skipped", schedule.error().message()}};
           continue;
         }
-        auto r = replay_decode(*target, *v.drafter, *marks, params, cont, *schedule, warmup, rounds);
+        auto r = replay_decode(*target, *v.drafter, *marks, params, cont, *schedule, warmup, rounds, a.profile);
         if (!r.ok()) {
           // A format the CUDA backend does not run (a quantized drafter before its kernels) stops here.
           v.refused = r.error().message();
@@ -275,6 +295,7 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
           break;
         }
         json row = rounds_json(*r, batch, plain_tps);
+        if (a.profile) row["profile"] = r->profile;
         std::fprintf(stderr, "cuda_spec_bench: %s batch %u acceptance %s (measured %.3f): round %.3f ms = settle %.3f "
                      "+ draft %.3f + verify %.3f; %.1f tokens/s (%.2fx plain); drafter %.0f%% of a verify\n",
                      v.name.c_str(), batch, key(mean).c_str(), row["acceptance_measured"].get<double>(),

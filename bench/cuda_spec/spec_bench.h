@@ -26,6 +26,9 @@ struct SpecBenchArgs {
   uint32_t context = 0;                    // prompt tokens per sequence; 0: 512 (tiny: 16)
   // Drafter formats measured besides BF16 (issue 14); a format the backend refuses is reported, not fatal.
   std::vector<models::dflash::Quantization> quantizations;
+  // One more round after the timed ones with the backend's step profiling on: each run's "profile" says where
+  // settle, draft and verify spend their device time (phase_profile.h).
+  bool profile = false;
   // When set, the JSON so far is written here after every batch, so a run cut short keeps what it measured.
   std::string json_path;
 };

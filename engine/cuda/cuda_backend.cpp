@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/core/dtype.h"
@@ -151,8 +153,19 @@ class CudaBackend final : public ir::Backend {
     if (state != nullptr && s == nullptr) {
       return Error::make(ErrorKind::kInvalidArgument, "running with a State of another backend");
     }
-    return p->run(batch, s, out);
+    TANDEM_TRY(p->run(batch, s, out));
+    if (profiling_) TANDEM_TRY(profile_replay(*p, batch));
+    return {};
   }
+
+  void set_profiling(bool on) {
+    profiling_ = on;
+    if (on) {
+      profiled_.clear();
+      profiled_at_.clear();
+    }
+  }
+  const std::vector<ProfiledStep>& profiled() const { return profiled_; }
 
   Device& device() const { return *device_; }
 
@@ -213,6 +226,24 @@ class CudaBackend final : public ir::Backend {
   std::unique_ptr<Device> device_;
   std::unique_ptr<KernelModules> modules_;
   std::unique_ptr<GemmAlgos> algos_;
+  bool profiling_ = false;  // set_step_profiling
+  std::vector<ProfiledStep> profiled_;
+  std::unordered_map<std::string, size_t> profiled_at_;  // label -> index in profiled_
+
+  Status profile_replay(CudaPlan& plan, const ir::Batch& batch) {
+    const size_t tier = plan.tier_for(batch.tokens());
+    auto steps = plan.replay_timed(tier, plan.captured());
+    if (!steps.ok() && plan.captured()) steps = plan.replay_timed(tier, false);
+    if (!steps.ok()) return std::move(steps).error().context("profiling a plan's steps");
+    for (const StepTime& t : *steps) {
+      auto [it, added] = profiled_at_.try_emplace(t.label, profiled_.size());
+      if (added) profiled_.push_back({t.label, step_category(t.label), 0.0, 0});
+      ProfiledStep& p = profiled_[it->second];
+      p.ms += t.ms;
+      ++p.launches;
+    }
+    return {};
+  }
 };
 
 class CudaStreamMarks final : public StreamMarks {
@@ -283,6 +314,25 @@ Result<CudaTransfers> cuda_transfers(const ir::Backend& backend) {
                        backend.caps().name);
   }
   return b->transfers();
+}
+
+Status set_step_profiling(ir::Backend& backend, bool on) {
+  auto* b = dynamic_cast<CudaBackend*>(&backend);
+  if (b == nullptr) {
+    return Error::make(ErrorKind::kInvalidArgument, "step profiles time a CUDA backend's plans, not '{}'",
+                       backend.caps().name);
+  }
+  b->set_profiling(on);
+  return {};
+}
+
+Result<std::vector<ProfiledStep>> profiled_steps(const ir::Backend& backend) {
+  const auto* b = dynamic_cast<const CudaBackend*>(&backend);
+  if (b == nullptr) {
+    return Error::make(ErrorKind::kInvalidArgument, "step profiles time a CUDA backend's plans, not '{}'",
+                       backend.caps().name);
+  }
+  return b->profiled();
 }
 
 Result<std::unique_ptr<StreamMarks>> make_stream_marks(ir::Backend& backend) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/core/result.h"
 #include "engine/ir/backend.h"
@@ -84,6 +85,22 @@ struct CudaTransfers {
 };
 // The counts of a backend made by make_cuda_backend; an error for any other backend.
 Result<CudaTransfers> cuda_transfers(const ir::Backend& backend);
+
+// Per-step device times of every plan run while profiling is on, for benchmarks that ask where a host-driven
+// step's time goes (bench/cuda_spec --profile): after each run the plan's steps replay once more from the
+// inputs that run staged, captured in a graph with an event between every two steps (launched one by one if
+// that capture fails). The replay writes what the run wrote (caches at the batch's positions, outputs), so
+// results are unchanged, but it doubles a run's time: never on while timing.
+struct ProfiledStep {
+  std::string label;     // "op 12 rms_norm 'd.0.attn_in'"
+  std::string category;  // the op's name ("rms_norm", "linear"), "bias_act" or "cast"
+  double ms = 0;         // device time summed over its launches
+  uint32_t launches = 0;  // one per plan run, more where an op lowers to several steps (split + combine)
+};
+// Turning it on clears what was gathered; both need a backend made by make_cuda_backend.
+Status set_step_profiling(ir::Backend& backend, bool on);
+// The steps gathered since profiling was turned on, in the order first run.
+Result<std::vector<ProfiledStep>> profiled_steps(const ir::Backend& backend);
 
 // Rows kept on the device of a backend made by make_cuda_backend (row_buffer.cpp); an error for any other.
 Result<std::unique_ptr<ir::RowBuffer>> make_cuda_row_buffer(ir::Backend& backend, uint32_t rows, uint32_t width,

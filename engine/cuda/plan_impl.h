@@ -42,6 +42,9 @@ struct StepTime {
   std::string label;
   float ms = 0.0f;
 };
+// A step label's category for profiles: the op's name ("op 12 layer_norm 'enc.3.mlp_in'" -> "layer_norm"),
+// or "bias_act" / "cast" for the steps lowering adds after a GEMM.
+std::string step_category(const std::string& label);
 
 class CudaPlan final : public ir::Plan {
  public:
@@ -55,6 +58,9 @@ class CudaPlan final : public ir::Plan {
   // between every two and replayed (in_graph), or launched one at a time from the host between events
   // (then short steps also carry the host's launch time).
   Result<std::vector<StepTime>> profile(const ir::Batch& batch, const CudaState* state, bool in_graph);
+  // The latest run's steps once more, timed as profile() times them, from the inputs that run staged (its
+  // index, proposals and features are still in place): the backend's step profiling (cuda_backend.h).
+  Result<std::vector<StepTime>> replay_timed(size_t tier, bool in_graph);
 
   bool captured() const { return !execs_.empty(); }
   size_t arena_bytes() const { return arena_.bytes(); }

@@ -1,5 +1,7 @@
 // Per-step device times of a plan (the benchmark's profile): events between steps, either recorded by
 // the host as it launches each step, or captured as event nodes of a graph that replays the steps.
+#include <string>
+
 #include "engine/cuda/check_impl.h"
 #include "engine/cuda/plan_impl.h"
 #include "engine/cuda/timing_impl.h"
@@ -30,13 +32,27 @@ Status CudaPlan::enqueue_timed(size_t tier, const std::vector<cudaEvent_t>& even
   return {};
 }
 
+std::string step_category(const std::string& label) {
+  if (label.find("(bias and activation)") != std::string::npos) return "bias_act";
+  if (label.find("(FP16 copy") != std::string::npos) return "cast";
+  // "op 12 layer_norm 'enc.3.mlp_in'": the op name is the third word.
+  const size_t a = label.find(' ', 3);
+  if (a == std::string::npos) return label;
+  const size_t b = label.find(' ', a + 1);
+  return label.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+}
+
 Result<std::vector<StepTime>> CudaPlan::profile(const ir::Batch& batch, const CudaState* state, bool in_graph) {
   TANDEM_TRY(check_batch(batch, state));
   TANDEM_TRY(device_->activate());
   const BoundCaches bound = state == nullptr ? BoundCaches{} : BoundCaches{state->table().data(), state->capacity()};
   fill_index(index_, batch, index_host_.as<uint32_t>(), bound);
+  return replay_timed(tier_for(batch.tokens()), in_graph);
+}
+
+Result<std::vector<StepTime>> CudaPlan::replay_timed(size_t tier, bool in_graph) {
+  TANDEM_TRY(device_->activate());
   const cudaStream_t s = device_->stream();
-  const size_t tier = tier_for(batch.tokens());
   Events ev;
   TANDEM_TRY(ev.create(steps_.size() + 1));
   // INVARIANT: both index buffers hold index_.words u32; the copy precedes the steps on the one stream.

@@ -1,9 +1,11 @@
 // The speculative benchmark (bench/cuda_spec) at its tiny shape, on the GPU or the emulator: its JSON has
 // every field the BENCHMARKS.md tables read, with sane values; every replayed run measured exactly the
 // chosen acceptance (1, 3, 6.5, B) without leaving the target's greedy continuation; and a quantized
-// drafter the backend cannot run is reported as refused while the BF16 ones are still measured.
+// drafter the backend cannot run is reported as refused while the BF16 ones are still measured; --profile's
+// extra round says where each phase's device time goes without changing what the round computes.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "bench/cuda_spec/spec_bench.h"
@@ -80,6 +82,49 @@ TEST(CudaSpecBench, TinyRunReportsEveryFieldAtTheChosenAcceptance) {
     } else {
       expect_run(d["batches"]["1"]["6.5"], 6.5, 1, name);
     }
+  }
+}
+
+// The categories a phase's profile must name: the ops its plans run (engine/ir/graph.cpp op_name).
+void expect_categories(const json& phase, std::initializer_list<const char*> names, const std::string& where) {
+  SCOPED_TRACE(where);
+  ASSERT_TRUE(phase.contains("categories")) << phase.dump();
+  for (const char* n : names) EXPECT_TRUE(phase["categories"].contains(n)) << n << " missing in " << phase.dump();
+  double sum = 0;
+  for (const auto& [name, c] : phase["categories"].items()) {
+    EXPECT_GT(c["steps"].get<uint32_t>(), 0u) << name;
+    sum += c["ms"].get<double>();
+  }
+  EXPECT_GT(phase["steps_ms"].get<double>(), 0.0);
+  EXPECT_NEAR(sum, phase["steps_ms"].get<double>(), 1e-9 * (1 + sum));
+  ASSERT_FALSE(phase["slowest"].empty());
+  EXPECT_LE(phase["slowest"].size(), 8u);
+  EXPECT_NE(phase["slowest"][0]["label"].get<std::string>().find("op "), std::string::npos);
+}
+
+TEST(CudaSpecBench, ProfileNamesEachPhasesOpsAndLeavesTheRoundExact) {
+  TANDEM_REQUIRE_GPU();
+  bench::SpecBenchArgs a;
+  a.tiny = true;
+  a.batches = {2};
+  a.acceptances = {3};
+  a.profile = true;
+  auto j = bench::run_spec_bench(a);
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  for (const char* name : {"v1", "v2"}) {
+    SCOPED_TRACE(name);
+    const json& run = (*j)["drafters"][name]["batches"]["2"]["3"];
+    expect_run(run, 3.0, 2, name);
+    ASSERT_TRUE(run.contains("profile")) << run.dump();
+    const json& p = run["profile"];
+    EXPECT_TRUE(p["accepted_as_scheduled"].get<bool>());
+    expect_categories(p["settle"], {"gemm", "rms_norm"}, "settle");
+    if (std::string(name) == "v1") {
+      expect_categories(p["draft"], {"gemm", "cache_attention", "sample"}, "draft");
+    } else {
+      expect_categories(p["draft"], {"gemm", "dyn_conv", "top_k", "selector_walk"}, "draft");
+    }
+    expect_categories(p["verify"], {"gemm", "cache_attention", "rms_norm"}, "verify");
   }
 }
 
