@@ -17,6 +17,10 @@ Result<nlohmann::ordered_json> profile_phase(ir::Backend& backend, const std::st
   const Status ran = phase();
   TANDEM_TRY(cuda::set_step_profiling(backend, false));
   TANDEM_TRY(ran);
+  return summarize_profile(backend, what);
+}
+
+Result<nlohmann::ordered_json> summarize_profile(const ir::Backend& backend, const std::string& what) {
   TANDEM_ASSIGN(std::vector<cuda::ProfiledStep> steps, cuda::profiled_steps(backend));
   std::map<std::string, std::pair<uint32_t, double>> by;
   double total = 0;

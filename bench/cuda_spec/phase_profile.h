@@ -17,5 +17,8 @@ namespace tandem::bench {
 // {"steps", "ms"}} (largest first), "slowest": [{"label", "ms", "launches"}] (8)}; a summary goes to stderr under `what`.
 Result<nlohmann::ordered_json> profile_phase(ir::Backend& backend, const std::string& what,
                                              const std::function<Status()>& phase);
+// The same summary of the steps gathered since set_step_profiling(backend, true), for a caller that turns the
+// profiling on and off itself (one plain decode step inside a decode loop).
+Result<nlohmann::ordered_json> summarize_profile(const ir::Backend& backend, const std::string& what);
 
 }  // namespace tandem::bench

@@ -266,13 +266,29 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
     // Plain greedy decoding: its step times are the baseline, its tokens the continuations to replay.
     std::vector<double> steps;
     TANDEM_TRY(marks->mark());
-    TANDEM_ASSIGN(auto cont, greedy_continuations(*target, params, continuation, [&]() -> Status { return marks->mark(); }));
+    // With --profile, plain step 12 (after the prefill and 11 steps) runs with step profiling on; its replay
+    // doubles that one step's time, which the median leaves out.
+    uint32_t done = 0;
+    json plain_profile;
+    const auto step_done = [&]() -> Status {
+      TANDEM_TRY(marks->mark());
+      if (!a.profile) return {};
+      ++done;
+      if (done == 12) TANDEM_TRY(cuda::set_step_profiling(*backend, true));
+      if (done == 13) {
+        TANDEM_TRY(cuda::set_step_profiling(*backend, false));
+        TANDEM_ASSIGN(plain_profile, summarize_profile(*backend, fmt::format("plain decode step, batch {}", batch)));
+      }
+      return {};
+    };
+    TANDEM_ASSIGN(auto cont, greedy_continuations(*target, params, continuation, step_done));
     TANDEM_ASSIGN(std::vector<double> t, marks->read_ms());
     // t[0] is the prefill; skip 3 more steps as warm-up (the first use of a bucket lowers its plan).
     for (size_t i = 4; i < t.size(); ++i) steps.push_back(t[i] - t[i - 1]);
     const double plain_ms = median(steps), plain_tps = plain_ms > 0 ? 1e3 * batch / plain_ms : 0.0;
     j["plain_decode"][std::to_string(batch)] = {{"step_ms", plain_ms}, {"tokens_per_s", plain_tps},
                                                 {"steps_timed", steps.size()}};
+    if (a.profile) j["plain_decode"][std::to_string(batch)]["profile"] = plain_profile;
     std::fprintf(stderr, "cuda_spec_bench: plain decode batch %u: %.3f ms a step, %.1f tokens/s\n", batch, plain_ms,
                  plain_tps);
     for (Variant& v : variants) {

@@ -111,6 +111,7 @@ TEST(CudaSpecBench, ProfileNamesEachPhasesOpsAndLeavesTheRoundExact) {
   a.profile = true;
   auto j = bench::run_spec_bench(a);
   ASSERT_TRUE(j.ok()) << j.error().message();
+  expect_categories((*j)["plain_decode"]["2"]["profile"], {"gemm", "cache_attention", "sample"}, "plain decode");
   for (const char* name : {"v1", "v2"}) {
     SCOPED_TRACE(name);
     const json& run = (*j)["drafters"][name]["batches"]["2"]["3"];
