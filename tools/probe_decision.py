@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Asks a running tandem job's /v1/decide about fresh held-out support tickets (tools/train/tickets.py with the
 frames the training of the shipped decision model held out: its seed is in models/decision-tickets/training.json)
-and prints the accuracy per question and the tickets it got wrong: where the shipped model fails, read through
-the C++ backend the service runs. Standard library only (no torch), so it runs on any machine with the job up.
+and prints the accuracy per question (and on wants said against another) and the tickets it got wrong: where the
+shipped model fails, read through the C++ backend the service runs. Standard library only (no torch), so it runs on any machine with the job up.
   tools/probe_decision.py --port 8080 [--tickets 300] [--seed 99] [--types choice,score,noul] [--show 8]
 A noul answer counts as "true" when P(true) > 0.5 (its one option's logit above 0), as the demo reads it."""
 import argparse
@@ -26,6 +26,13 @@ def ask(port, ticket, q):
     if q["qtype"] == "noul" and len(q["options"]) == 1:
         return 1 if a["logits"][0] > 0 else 0
     return a["pick"]
+
+
+def said_against(ticket):
+    """Whether the ticket names a resolution it does not want beside the one it wants (tickets.py's want_not
+    frames): some phrase of another resolution appears in its text."""
+    want = ticket["facts"]["want"]
+    return any(p in ticket["state"] for w, phrases in tickets.WANTS.items() if w != want for p in phrases)
 
 
 def main():
@@ -63,6 +70,11 @@ def main():
             print(f"{qtype:7s} {by_type[qtype, True]}/{n} = {by_type[qtype, True] / n:.3f}")
     for key in sorted(total):
         print(f"  {key:10s} {total[key] - len(wrong[key])}/{total[key]}")
+    # Wants said against another ("a refund, not a replacement"): the demo's sample ticket is one, and a model
+    # can score well overall while reading the other option as the wish (2026-12-06's candidate: 79% here).
+    negated = [pick == q["answer"] for (t, q), pick in zip(items, picks) if q["key"] == "want" and said_against(t)]
+    if negated:
+        print(f"  want, said against another {sum(negated)}/{len(negated)}")
     for key, cases in sorted(wrong.items()):
         for right, got, state in cases[:args.show]:
             print(f"WRONG {key}: right {right!r}, answered {got!r} | {state}")

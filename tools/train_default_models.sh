@@ -16,10 +16,12 @@
 # Usage (repository root): OUT=/tmp/out ./tools/train_default_models.sh
 # The decision model trains best without the drafters beside it: processes share the GPU by time slices, and its
 # small kernels then waited behind the drafters' large ones (1,358 steps in 300 s beside two drafters and two other
-# decision variants, 9,798 in 400 s beside one other decision variant). The shipped models came from:
-#   SKIP_LM=1 DRAFTER_VERSIONS=1 TOTAL_SECONDS=520 DECISION_SECONDS=300 DRAFTER_SECONDS=300 (the v1 drafter, 2026-12-03),
-#   and ONLY=decision TOTAL_SECONDS=500 DECISION_SECONDS=370 with the default variants below (the decision model:
-#   variant x13, 2026-12-06, on an H100).
+# decision variants, 9,798 in 400 s beside one other decision variant). The shipped models of 2026-12-03 came from:
+#   SKIP_LM=1 DRAFTER_VERSIONS=1 TOTAL_SECONDS=520 DECISION_SECONDS=300 DRAFTER_SECONDS=300 (the v1 drafter), and
+#   ONLY=decision TOTAL_SECONDS=560 DECISION_SECONDS=330 DECISION_VARIANTS="g3=--eval-every 45;g3i13=--init-seed 13
+#   --eval-every 45" (the decision model: variant g3i13). The selection picks by held-out accuracy per type only:
+#   read a candidate's wants said against another with tools/probe_decision.py before shipping it (BENCHMARKS
+#   "The shipped small models", 2026-12-06, later).
 # Budgets (seconds): LM_SECONDS, DECISION_SECONDS, DRAFTER_SECONDS; TOTAL_SECONDS caps the run (budgets shrink to
 # fit what the smoke run left). Variants: DECISION_VARIANTS and DRAFTER_VARIANTS, "name=args;name=args" (args
 # passed to the training script); DRAFTER_VERSIONS="1" trains v1 drafters only.
@@ -33,11 +35,11 @@ DECISION_SECONDS=${DECISION_SECONDS:-180}
 DRAFTER_SECONDS=${DRAFTER_SECONDS:-140}
 TOTAL_SECONDS=${TOTAL_SECONDS:-510}
 SKIP_LM=${SKIP_LM:-}
-# Two decision variants: the shipped model's recipe (x13: product problems told in account frames, --cross-frames
-# 0.3), and the same judged and shipped as an average of its weights (e13, --ema 0.999), tried because held-out
-# accuracy swings by points between evaluations 45 s apart; in its one run it swung as much and tested no better
-# (BENCHMARKS "The shipped small models"). Accuracy varies by up to 3 points a type between runs of one recipe
-# (GPU training is not bit-reproducible); the selection keeps the best, the shipped model included.
+# Two decision variants: product problems told in account frames (x13, --cross-frames 0.3), and the same judged
+# and shipped as an average of its weights (e13, --ema 0.999), tried because held-out accuracy swings by points
+# between evaluations 45 s apart; in its one run it swung as much and tested no better (BENCHMARKS "The shipped
+# small models"). Accuracy varies by up to 3 points a type between runs of one recipe (GPU training is not
+# bit-reproducible); the selection keeps the best, the shipped model included.
 DECISION_VARIANTS=${DECISION_VARIANTS-"x13=--init-seed 13 --cross-frames 0.3 --eval-every 45;e13=--init-seed 13 --cross-frames 0.3 --ema 0.999 --eval-every 45"}
 DRAFTER_VARIANTS=${DRAFTER_VARIANTS-"l2i512b128=--layers 2 --inter 512 --batch 128;l3i384b128=--layers 3 --inter 384 --batch 128"}
 DRAFTER_VERSIONS=${DRAFTER_VERSIONS:-"1 2"}  # "1": only v1 drafters train (the shipped v2 stays a candidate)
