@@ -28,13 +28,6 @@ def ask(port, ticket, q):
     return a["pick"]
 
 
-def said_against(ticket):
-    """Whether the ticket names a resolution it does not want beside the one it wants (tickets.py's want_not
-    frames): some phrase of another resolution appears in its text."""
-    want = ticket["facts"]["want"]
-    return any(p in ticket["state"] for w, phrases in tickets.WANTS.items() if w != want for p in phrases)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=8080)
@@ -72,7 +65,7 @@ def main():
         print(f"  {key:10s} {total[key] - len(wrong[key])}/{total[key]}")
     # Wants said against another ("a refund, not a replacement"): the demo's sample ticket is one, and a model
     # can score well overall while reading the other option as the wish (2026-12-06's candidate: 79% here).
-    negated = [pick == q["answer"] for (t, q), pick in zip(items, picks) if q["key"] == "want" and said_against(t)]
+    negated = [pick == q["answer"] for (t, q), pick in zip(items, picks) if q["key"] == "want" and t["facts"]["said_against"]]
     if negated:
         print(f"  want, said against another {sum(negated)}/{len(negated)}")
     for key, cases in sorted(wrong.items()):

@@ -25,7 +25,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from tools.train import common, tickets  # noqa: E402
-from tools.train.decision_metrics import accuracy, by_key, calibrate, correct, ece, nll, temp_of  # noqa: E402
+from tools.train.decision_metrics import (accuracy, by_key, calibrate, correct, ece, nll, said_against_accuracy,  # noqa: E402
+                                          temp_of)
 from tools.train.laya_layout import compat_sequence  # noqa: E402
 from tools.train.modernbert import DecisionModel, DecisionShape, encoder_config  # noqa: E402
 
@@ -89,7 +90,8 @@ def build(enc, tix, rng, per_type=2, extra_product=0):
             qi = tickets.QTYPE_INDEX[q["qtype"]]
             ids, markers = compat_sequence(enc, (CLS, SEP, MASK), qi, q["question"], q["options"], sids,
                                            MAX_LEN, HEAD_MAX_LEN)
-            out.append(dict(q, ids=ids, markers=markers, qi=qi, state=t["state"]))
+            out.append(dict(q, ids=ids, markers=markers, qi=qi, state=t["state"],
+                            said_against=t["facts"]["said_against"]))
     return out
 
 
@@ -235,7 +237,7 @@ def main():
     packed = Packed(train, dev)
     log.info("training set on the device: %s ids", tuple(packed.ids.shape))
     cursor, step, best, best_state, last_eval, t_log = len(packed), 0, -1.0, None, 0.0, time.time()
-    best_acc = {}
+    best_acc, best_against = {}, None
     # The averaged copy (--ema): never trained, updated after every step with a decay that ramps up from 0.9
     # so early steps are not averaged with the initialization for long.
     ema = copy.deepcopy(model).requires_grad_(False) if args.ema > 0 else None
@@ -276,14 +278,16 @@ def main():
             with common.autocast(dev):
                 calib_logits = predict(judged, calib_eval, dev)
             acc = accuracy(calib_eval, calib_logits)
+            against = said_against_accuracy(calib_eval, calib_logits)
             mean = sum(acc.values()) / 3
-            log.info("calib accuracy (held-out frames) %s at step %d%s", {k: round(v, 4) for k, v in acc.items()},
-                     step, "  best" if mean > best else "")
+            log.info("calib accuracy (held-out frames) %s, wants said against another %s, at step %d%s",
+                     {k: round(v, 4) for k, v in acc.items()}, None if against is None else round(against, 3), step,
+                     "  best" if mean > best else "")
             with common.autocast(dev):
                 keys_train = by_key(train_probe, predict(judged, train_probe, dev))
             log.info("  by question, calib %s; train %s", by_key(calib_eval, calib_logits), keys_train)
             if mean > best:
-                best, best_acc = mean, acc
+                best, best_acc, best_against = mean, acc, against
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in judged.state_dict().items()}
 
     # What ships: BF16 weights (the temperature buffer F32), evaluated in F32 as tandem runs them.
@@ -297,7 +301,9 @@ def main():
     acc = accuracy(test, test_logits)
     figures = {"parameters": n_params, "steps": step, "ema": args.ema, "seconds": budget.elapsed(),
                "test_questions": len(test),
-               "test_accuracy": acc, "calib_accuracy_at_best": best_acc, "temperature": temps,
+               "test_accuracy": acc, "calib_accuracy_at_best": best_acc,
+               "test_accuracy_want_said_against": said_against_accuracy(test, test_logits),
+               "calib_want_said_against_at_best": best_against, "temperature": temps,
                "temperature_by_options": by_options}
     for qi, q in enumerate(("choice", "score", "noul")):
         pairs = [(x, z) for x, z in zip(test, test_logits) if x["qi"] == qi]

@@ -240,7 +240,8 @@ def make_ticket(rng, frames, augment=False, cross_frames=0.0):
     else:
         body = [f("product_issue").format(product=facts["product"], cue=cue)]
     want_phrase = rng.choice(WANTS[want])
-    if rng.random() < (WANT_NOT_P_AUGMENTED if augment else WANT_NOT_P):
+    facts["said_against"] = rng.random() < (WANT_NOT_P_AUGMENTED if augment else WANT_NOT_P)
+    if facts["said_against"]:  # the want said against another resolution: "I want a refund, not a replacement."
         other = rng.choice([w for w in WANTS if w != want])
         other_phrase = rng.choice(WANTS[other])
         body.append(f("want_not").format(want=want_phrase, other=other_phrase, cap_other=_cap(other_phrase)))
