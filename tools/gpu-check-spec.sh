@@ -6,6 +6,8 @@
 # b16 and a DFlash 2 b8 drafter, REPLAYED at acceptance 1, 3, 6.5 and B (bench/spec_replay). Logs and JSON
 # go to $OUT; a summary table is printed last.
 #   OUT=/tmp/spec ./tools/gpu-check-spec.sh      (SPEC_ARGS="--drafter-quantization int8 --drafter-quantization int4")
+# SPEC_ARGS="--profile" adds each phase's device time by op (bench/cuda_spec/phase_profile.h); the summary then
+# prints the draft's four largest ops per run.
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 LOG=$OUT/spec-check.log
 : > "$LOG"
@@ -55,4 +57,12 @@ for name, d in s.get("drafters", {}).items():
             print(f"{name:10} {b:>5} {a:>6} {r['acceptance_measured']:6.2f} {r['settle_ms']:7.3f} {r['draft_ms']:7.3f}"
                   f" {r['verify_ms']:7.3f} {r['round_ms']:7.3f} {r['tokens_per_s']:10,.1f} {r['speedup_vs_plain']:7.2f}"
                   f" {100 * r['drafter_overhead_of_verify']:13.1f}%")
+for name, d in s.get("drafters", {}).items():
+    for b, runs in d.get("batches", {}).items():
+        for a, r in runs.items():
+            p = r.get("profile", {}).get("draft")
+            if p:
+                top = list(p["categories"].items())[:4]
+                print(f"profile {name} batch {b} acceptance {a}: draft steps {p['steps_ms']:.3f} ms: "
+                      + ", ".join(f"{c} {v['ms']:.3f}" for c, v in top))
 PY
