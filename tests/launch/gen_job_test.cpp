@@ -200,10 +200,14 @@ TEST(GenJobTargetDeath, ItsRequestsFailWith503) {
                          "generation: {slots: 8, kv_capacity: 512, block_size: 8}\n"
                          "health: {heartbeat_ms: 100, dead_after_ms: 1000, exit_grace_ms: 60000}\n"
                          "ranks:\n  - role: coordinator\n  - role: target\n  - role: drafter\n";
-  auto job = run_command({"mpirun", "--oversubscribe", "--enable-recovery", "-x", "TANDEM_GEN_JOB_KILL=1:1500", "-np",
-                          "3", TANDEM_GEN_JOB, yaml, prompts.file, "300", "0", "0"},
+  // The job's JSON from its own file, as run_and_compare reads it: in the log, the drafter rank's stderr cut
+  // the line once (a fresh-clone run of 2026-12-06).
+  const std::filesystem::path answer = dir.path() / "job.json";
+  auto job = run_command({"mpirun", "--oversubscribe", "--enable-recovery", "-x", "TANDEM_GEN_JOB_KILL=1:1500", "-x",
+                          "TANDEM_GEN_JOB_JSON=" + answer.string(), "-np", "3", TANDEM_GEN_JOB, yaml, prompts.file,
+                          "300", "0", "0"},
                          dir.path() / "job.log");
-  const json got = last_json_line(job.output);
+  const json got = last_json_line(read_text(answer));
   ASSERT_TRUE(got.is_object()) << job.output;
   ASSERT_EQ(got.at("requests").size(), prompts.ids.size());
   size_t failed = 0;
@@ -217,7 +221,13 @@ TEST(GenJobTargetDeath, ItsRequestsFailWith503) {
         << r.dump();
   }
   EXPECT_GT(failed, 0u) << "the target died after every request had finished: the test did not test a death mid-load";
-  EXPECT_EQ(got.at("problem"), "rank 1 (target, cpu) is dead") << job.output;
+  // The target's death is the problem. Its drafter may be declared dead beside it: Open MPI's progress on the
+  // drafter's MPI thread can stall on the dead peer's socket ("Read -1, expected ..."), so its heartbeats stop
+  // too, and which of the two the coordinator notices first is a race (seen on a loaded 2-core machine).
+  const std::string problem = got.at("problem").get<std::string>();
+  EXPECT_TRUE(problem == "rank 1 (target, cpu) is dead" ||
+              problem.rfind("rank 1 (target, cpu) is dead; rank 2 (drafter, cpu) is dead", 0) == 0)
+      << problem << "\n" << job.output;
 }
 
 }  // namespace
