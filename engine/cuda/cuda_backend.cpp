@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -307,50 +308,39 @@ Result<CudaAttention> parse_cuda_attention(std::string_view text) {
   return Error::make(ErrorKind::kInvalidArgument, "attention kernel '{}' is none of {}", text, names);
 }
 
+// The CUDA backend behind `backend` (const as it is), or an error saying what needed one: "<what>, not '<name>'".
+template <class Base>
+auto as_cuda(Base& backend, const char* what)
+    -> Result<std::conditional_t<std::is_const_v<Base>, const CudaBackend*, CudaBackend*>> {
+  auto* b = dynamic_cast<std::conditional_t<std::is_const_v<Base>, const CudaBackend*, CudaBackend*>>(&backend);
+  if (b == nullptr) return Error::make(ErrorKind::kInvalidArgument, "{}, not '{}'", what, backend.caps().name);
+  return b;
+}
+
 Result<CudaTransfers> cuda_transfers(const ir::Backend& backend) {
-  const auto* b = dynamic_cast<const CudaBackend*>(&backend);
-  if (b == nullptr) {
-    return Error::make(ErrorKind::kInvalidArgument, "device-to-host counts are kept by the CUDA backend, not '{}'",
-                       backend.caps().name);
-  }
+  TANDEM_ASSIGN(const CudaBackend* b, as_cuda(backend, "device-to-host counts are kept by the CUDA backend"));
   return b->transfers();
 }
 
 Status set_step_profiling(ir::Backend& backend, bool on) {
-  auto* b = dynamic_cast<CudaBackend*>(&backend);
-  if (b == nullptr) {
-    return Error::make(ErrorKind::kInvalidArgument, "step profiles time a CUDA backend's plans, not '{}'",
-                       backend.caps().name);
-  }
+  TANDEM_ASSIGN(CudaBackend* b, as_cuda(backend, "step profiles time a CUDA backend's plans"));
   b->set_profiling(on);
   return {};
 }
 
 Result<std::vector<ProfiledStep>> profiled_steps(const ir::Backend& backend) {
-  const auto* b = dynamic_cast<const CudaBackend*>(&backend);
-  if (b == nullptr) {
-    return Error::make(ErrorKind::kInvalidArgument, "step profiles time a CUDA backend's plans, not '{}'",
-                       backend.caps().name);
-  }
+  TANDEM_ASSIGN(const CudaBackend* b, as_cuda(backend, "step profiles time a CUDA backend's plans"));
   return b->profiled();
 }
 
 Result<std::unique_ptr<StreamMarks>> make_stream_marks(ir::Backend& backend) {
-  auto* b = dynamic_cast<CudaBackend*>(&backend);
-  if (b == nullptr) {
-    return Error::make(ErrorKind::kInvalidArgument, "stream marks time a CUDA backend's stream, not '{}'",
-                       backend.caps().name);
-  }
+  TANDEM_ASSIGN(CudaBackend* b, as_cuda(backend, "stream marks time a CUDA backend's stream"));
   return std::unique_ptr<StreamMarks>(new CudaStreamMarks(b->device()));
 }
 
 Result<std::unique_ptr<ir::RowBuffer>> make_cuda_row_buffer(ir::Backend& backend, uint32_t rows, uint32_t width,
                                                             ir::Storage storage) {
-  auto* b = dynamic_cast<CudaBackend*>(&backend);
-  if (b == nullptr) {
-    return Error::make(ErrorKind::kInvalidArgument, "CUDA row buffers are kept for a CUDA backend, not '{}'",
-                       backend.caps().name);
-  }
+  TANDEM_ASSIGN(CudaBackend* b, as_cuda(backend, "CUDA row buffers are kept for a CUDA backend"));
   return make_row_buffer(b->device(), backend, rows, width, storage);
 }
 

@@ -93,7 +93,7 @@ Result<CudaTransfers> cuda_transfers(const ir::Backend& backend);
 // results are unchanged, but it doubles a run's time: never on while timing.
 struct ProfiledStep {
   std::string label;     // "op 12 rms_norm 'd.0.attn_in'"
-  std::string category;  // the op's name ("rms_norm", "linear"), "bias_act" or "cast"
+  std::string category;  // the op's name ("rms_norm", "gemm"), "bias_act" or "cast"
   double ms = 0;         // device time summed over its launches
   uint32_t launches = 0;  // one per plan run, more where an op lowers to several steps (split + combine)
 };

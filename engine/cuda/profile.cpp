@@ -44,7 +44,6 @@ std::string step_category(const std::string& label) {
 
 Result<std::vector<StepTime>> CudaPlan::profile(const ir::Batch& batch, const CudaState* state, bool in_graph) {
   TANDEM_TRY(check_batch(batch, state));
-  TANDEM_TRY(device_->activate());
   const BoundCaches bound = state == nullptr ? BoundCaches{} : BoundCaches{state->table().data(), state->capacity()};
   fill_index(index_, batch, index_host_.as<uint32_t>(), bound);
   return replay_timed(tier_for(batch.tokens()), in_graph);
