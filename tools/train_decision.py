@@ -180,6 +180,10 @@ def main():
     ap.add_argument("--cross-frames", type=float, default=0.0,
                     help="training tickets: the chance that a product's problem is written in an account problem's "
                          "frame (tickets.make_ticket; 0, the default, draws nothing, as the shipped model trained)")
+    ap.add_argument("--want-not", type=float, default=None,
+                    help="training tickets: the share of wants said against another option (\"a refund, not a "
+                         "replacement\"; default tickets.WANT_NOT_P_AUGMENTED): cross frames cost the negation "
+                         "(x13 of 2026-12-06), so a run with both may need more of it")
     ap.add_argument("--ema", type=float, default=0.0,
                     help="evaluate and ship an exponential moving average of the weights with this decay (e.g. "
                          "0.999; 0: the weights as trained): held-out accuracy swings by points between nearby "
@@ -206,7 +210,8 @@ def main():
     tok.save(os.path.join(out, "tokenizer/tokenizer.json"))
     enc = Encoder(tok)
     rng = random.Random(args.seed + 2)
-    make = lambda n, frames, augment=False: [tickets.make_ticket(rng, frames, augment, args.cross_frames)
+    make = lambda n, frames, augment=False: [tickets.make_ticket(rng, frames, augment, args.cross_frames,
+                                                                    args.want_not)
                                              for _ in range(n)]
     # Training asks every choice key of a ticket (the product question needs matching an option to the text,
     # which a small model learns late) and half the noul statements; calib and test ask the default mix.

@@ -213,10 +213,11 @@ def _cap(s):
     return s[0].upper() + s[1:]
 
 
-def make_ticket(rng, frames, augment=False, cross_frames=0.0):
+def make_ticket(rng, frames, augment=False, cross_frames=0.0, want_not=None):
     """A ticket {"state": text, "facts": {...}} written with `frames` ({kind: list}); `augment` (training only)
     adds the variations above; with `augment`, `cross_frames` is the chance that a product's problem is written
-    in an account problem's frame ("I'm writing because the drill arrived broken."), 0 draws nothing."""
+    in an account problem's frame ("I'm writing because the drill arrived broken."), 0 draws nothing, and
+    `want_not` (None: WANT_NOT_P_AUGMENTED) the share of "not X, Y" wants."""
     f = lambda k: rng.choice(frames[k])
 
     def cued(kind, cue):  # a frame of `kind` around `cue`, or under augmentation sometimes a bare one
@@ -240,7 +241,8 @@ def make_ticket(rng, frames, augment=False, cross_frames=0.0):
     else:
         body = [f("product_issue").format(product=facts["product"], cue=cue)]
     want_phrase = rng.choice(WANTS[want])
-    facts["said_against"] = rng.random() < (WANT_NOT_P_AUGMENTED if augment else WANT_NOT_P)
+    not_p = (WANT_NOT_P_AUGMENTED if want_not is None else want_not) if augment else WANT_NOT_P
+    facts["said_against"] = rng.random() < not_p
     if facts["said_against"]:  # the want said against another resolution: "I want a refund, not a replacement."
         other = rng.choice([w for w in WANTS if w != want])
         other_phrase = rng.choice(WANTS[other])
