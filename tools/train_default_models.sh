@@ -225,6 +225,14 @@ PY
 tar czf "$WORK/models.tar.gz" models/pylm models/pylm-dflash models/pylm-dflash2 models/decision-tickets ||
   fail "packing failed"
 split -b 15000000 -d -a 2 "$WORK/models.tar.gz" "$OUT/models.tar.gz.part-"
+# Every decision variant as trained, whatever the selection chose: its figures are measured on its own split
+# and a choice between variants may need the probe of the served model (tools/probe_decision.py) too; the run
+# of 2026-12-06 at 07:30 lost a variant that met every goal because only the chosen models came back.
+# Unpack: cat variants.tar.gz.part-* | tar xzf - (folders var/decision-NAME/models/decision-tickets).
+mapfile -t trained < <(cd "$WORK" && ls -d var/decision-*/models/decision-tickets 2>/dev/null)
+if (( ${#trained[@]} )); then
+  tar czf "$WORK/variants.tar.gz" -C "$WORK" "${trained[@]}" && split -b 15000000 -d -a 2 "$WORK/variants.tar.gz" "$OUT/variants.tar.gz.part-"
+fi
 say "packed: $(ls "$OUT" | tr '\n' ' ')"
 say "total $(($(date +%s) - START)) s"
 tails
