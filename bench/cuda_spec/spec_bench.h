@@ -26,6 +26,9 @@ struct SpecBenchArgs {
   uint32_t context = 0;                    // prompt tokens per sequence; 0: 512 (tiny: 16)
   // Drafter formats measured besides BF16 (issue 14); a format the backend refuses is reported, not fatal.
   std::vector<models::dflash::Quantization> quantizations;
+  // Every drafter drafts over the head's first W rows only (DrafterOptions::draft_vocab); nullopt: the whole
+  // vocabulary. The head is the target's, BF16 in every format, so this is where a drafter's own bytes show.
+  std::optional<uint32_t> draft_vocab;
   // One more round after the timed ones with the backend's step profiling on: each run's "profile" says where
   // settle, draft and verify spend their device time (phase_profile.h).
   bool profile = false;

@@ -129,5 +129,34 @@ TEST(CudaSpecBench, ProfileNamesEachPhasesOpsAndLeavesTheRoundExact) {
   }
 }
 
+// --draft-vocab: every drafter drafts over the head's first rows only; the replayed rounds stay exact (the target
+// verifies) and the JSON says which vocabulary the drafters used. A draft vocabulary larger than the target's is
+// refused per drafter, named, not fatal.
+TEST(CudaSpecBench, DraftVocabReachesEveryDrafter) {
+  TANDEM_REQUIRE_GPU();
+  bench::SpecBenchArgs a;
+  a.tiny = true;
+  a.batches = {1};
+  a.acceptances = {3};
+  a.draft_vocab = 200;  // of the tiny target's 512
+  auto j = bench::run_spec_bench(a);
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  EXPECT_EQ((*j)["draft_vocab"].get<uint32_t>(), 200u);
+  for (const char* name : {"v1", "v2"}) {
+    SCOPED_TRACE(name);
+    const json& d = (*j)["drafters"][name];
+    ASSERT_FALSE(d.contains("refused")) << d["refused"];
+    expect_run(d["batches"]["1"]["3"], 3.0, 1, name);
+  }
+  a.draft_vocab = 513;
+  auto too_big = bench::run_spec_bench(a);
+  ASSERT_TRUE(too_big.ok()) << too_big.error().message();
+  for (const char* name : {"v1", "v2"}) {
+    const json& d = (*too_big)["drafters"][name];
+    ASSERT_TRUE(d.contains("refused")) << name << ": " << d.dump();
+    EXPECT_NE(d["refused"].get<std::string>().find("513"), std::string::npos) << d["refused"];
+  }
+}
+
 }  // namespace
 }  // namespace tandem::cuda::test
