@@ -134,29 +134,21 @@ TK_DEV float (*slice_partials())[16][kQGemmTcRows + 1] {
 // Warp w of a block computes the 16 output columns of tile blockIdx.y · (warps / splits) + w / splits over K
 // slice w % splits, for the block's rows (grid x, fastest, so the blocks of one column slab run together and
 // read its codes from L2 after the first). Lane (g, t) reads 8 codes of column g and of column g + 8 at k0 =
-// 32c + 8t of each chunk c, and row g + 8j's 8 elements there for each fragment j < kFrags (the entry picks
-// the fewest fragments that hold the block's rows). Every load of a batch of chunks (codes, each chunk's
-// group scales, and the first kDepth chunks' rows) is issued before the batch's first mma: a warp runs a short K slice,
-// so a load waited for inside the loop is a stall nothing else hides.
-template <unsigned kBits, class In, class Out, unsigned kFrags>
+// 32c + 8t of each chunk c, and row g + 8j's 8 elements there for each fragment j.
+template <unsigned kBits, class In, class Out>
 TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
   using T = typename Operand<In>::T;
-  constexpr unsigned kUnroll = 32 / kBits;  // chunks in flight: 64 code bytes per lane
-  // Where registers allow (16-bit rows, up to 16 of them) the rows are loaded kDepth chunks ahead of their
-  // mma, the first kDepth with the codes; else (0) each chunk's as it starts. ptxas, sm_90: 96 / 116 / 120
-  // registers at 1 / 2 / 4 fragments (bf16), so two blocks of 8 warps still fit an SM.
-  constexpr unsigned kAheadMax = Row<In>::kLevels > 1 ? 0 : kFrags == 1 ? 4 : kFrags == 2 ? 2 : 0;
-  constexpr unsigned kDepth = kUnroll < kAheadMax ? kUnroll : kAheadMax;
   const QGemmArgs& a = args.q;
   float (*part)[16][kQGemmTcRows + 1] = slice_partials();
   const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const unsigned splits = args.splits, tiles = kQGemmTcWarps / splits;
   const unsigned rows = real_rows(a.n, a.kind);
   const unsigned row0 = blockIdx.x * kQGemmTcRows;
-  const unsigned here = min_u(kQGemmTcRows, rows - row0);  // rows of this block (the entry returned if none)
-  const unsigned frags = (here + 7) / 8;                   // <= kFrags
+  if (row0 >= rows) return;  // the whole block: before any barrier
+  const unsigned here = min_u(kQGemmTcRows, rows - row0);  // rows of this block
+  const unsigned frags = (here + 7) / 8;
   const unsigned col0 = (blockIdx.y * tiles + warp / splits) * 16, slice = warp % splits;
-  const unsigned chunks = a.k / 32, per_group = a.group / 32;
+  const unsigned chunks = a.k / 32, per_group = a.group / 32, groups = a.k / a.group;
   const unsigned c_begin = min_u(chunks, slice * args.slice_chunks);
   const unsigned c_end = min_u(chunks, c_begin + args.slice_chunks);
   float acc[4][4] = {};
@@ -168,51 +160,40 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
     const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * kBits / 8;
     const unsigned char* codes_a = static_cast<const unsigned char*>(a.codes) + col_a * row_bytes;
     const unsigned char* codes_b = static_cast<const unsigned char*>(a.codes) + col_b * row_bytes;
-    const unsigned groups = a.k / a.group;
     const unsigned short* scales_a = a.scales + static_cast<unsigned long long>(col_a) * groups;
     const unsigned short* scales_b = a.scales + static_cast<unsigned long long>(col_b) * groups;
     const In* x = static_cast<const In*>(a.x) + static_cast<unsigned long long>(row0) * a.k;
-    const auto row_at = [&](unsigned j, unsigned c) {  // fragment j's row of this lane at chunk c
-      const unsigned r = 8 * j + g;
-      return load_row<kBits>(x + static_cast<unsigned long long>(r) * a.k + c * 32 + 8 * t, j < frags && r < here);
-    };
-    float sum[kFrags][4] = {};  // the current group's
+    float sum[4][4] = {};  // the current group's
+    unsigned group = c_begin / per_group;
+    unsigned flush = min_u(c_end, (group + 1) * per_group);  // the chunk that ends it
+    float sa = qgemm_scale(a, scales_a[group]), sb = qgemm_scale(a, scales_b[group]);
+    constexpr unsigned kUnroll = 32 / kBits;  // chunks in flight: 64 code bytes per lane
     for (unsigned c = c_begin; c < c_end; c += kUnroll) {
       Codes<kBits> wa[kUnroll] = {}, wb[kUnroll] = {};
-      unsigned z[kUnroll] = {};  // each chunk's group scales' bits: column a's low, column b's high
-      Row<In> ahead[kDepth > 0 ? kDepth : 1][kFrags];
 #pragma unroll
       for (unsigned u = 0; u < kUnroll; ++u) {
         if (c + u < c_end) {
           const unsigned at = ((c + u) * 32 + 8 * t) * kBits / 8;
           wa[u] = load_codes<kBits>(codes_a + at);
           wb[u] = load_codes<kBits>(codes_b + at);
-          z[u] = scales_a[(c + u) / per_group] | unsigned{scales_b[(c + u) / per_group]} << 16;
-          if (u < kDepth) {
-#pragma unroll
-            for (unsigned j = 0; j < kFrags; ++j) ahead[u][j] = row_at(j, c + u);
-          }
         }
       }
 #pragma unroll
       for (unsigned u = 0; u < kUnroll; ++u) {
         if (c + u >= c_end) break;  // warp-uniform
-        Row<In> row[kFrags];  // every fragment's loads in flight while the codes decode
+        const unsigned kk = (c + u) * 32 + 8 * t;
+        Row<In> row[4];  // every fragment's loads in flight while the codes decode
 #pragma unroll
-        for (unsigned j = 0; j < kFrags; ++j) {
-          if constexpr (kDepth > 0) {
-            row[j] = ahead[u % kDepth][j];
-            if (u + kDepth < kUnroll && c + u + kDepth < c_end) ahead[u % kDepth][j] = row_at(j, c + u + kDepth);
-          } else {
-            row[j] = row_at(j, c + u);
-          }
+        for (unsigned j = 0; j < 4; ++j) {
+          const unsigned r = 8 * j + g;
+          row[j] = load_row<kBits>(x + static_cast<unsigned long long>(r) * a.k + kk, j < frags && r < here);
         }
         unsigned pa[4], pb[4];
         decode(wa[u], pa, T{});
         decode(wb[u], pb, T{});
         const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
 #pragma unroll
-        for (unsigned j = 0; j < kFrags; ++j) {
+        for (unsigned j = 0; j < 4; ++j) {
           if (j >= frags) break;  // warp-uniform
 #pragma unroll
           for (unsigned l = Row<In>::kLevels; l-- > 0;) {  // the smallest level first
@@ -221,17 +202,20 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
             mma_16816_t(sum[j], a2, b2, T{});
           }
         }
-        const unsigned done = c + u + 1;
-        if (done % per_group == 0 || done == c_end) {  // warp-uniform: the group (or its part in this slice) is done
-          const float sa = qgemm_scale(a, static_cast<unsigned short>(z[u] & 0xffffu));
-          const float sb = qgemm_scale(a, static_cast<unsigned short>(z[u] >> 16));
+        if (c + u + 1 == flush) {  // warp-uniform: the group (or its part in this slice) is done
 #pragma unroll
-          for (unsigned j = 0; j < kFrags; ++j) {
+          for (unsigned j = 0; j < 4; ++j) {
 #pragma unroll
             for (unsigned e = 0; e < 4; ++e) {
               acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
               sum[j][e] = 0.0f;
             }
+          }
+          if (flush < c_end) {
+            ++group;
+            flush = min_u(c_end, flush + per_group);
+            sa = qgemm_scale(a, scales_a[group]);
+            sb = qgemm_scale(a, scales_b[group]);
           }
         }
       }
@@ -245,26 +229,12 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
   });
 }
 
-template <unsigned kBits, class In, class Out>
-TK_DEV void qgemm_tc_rows(const QGemmTcArgs& a) {
-  const unsigned rows = real_rows(a.q.n, a.q.kind), row0 = blockIdx.x * kQGemmTcRows;
-  if (row0 >= rows) return;  // the whole block: before any barrier
-  const unsigned frags = (min_u(kQGemmTcRows, rows - row0) + 7) / 8;  // block-uniform
-  if (frags == 1) {
-    qgemm_tc<kBits, In, Out, 1>(a);
-  } else if (frags == 2) {
-    qgemm_tc<kBits, In, Out, 2>(a);
-  } else {
-    qgemm_tc<kBits, In, Out, 4>(a);
-  }
-}
-
 template <class In, class Out>
 TK_DEV void qgemm_tc_entry(const QGemmTcArgs& a) {
   if (a.q.bits == 8) {
-    qgemm_tc_rows<8, In, Out>(a);
+    qgemm_tc<8, In, Out>(a);
   } else {
-    qgemm_tc_rows<4, In, Out>(a);
+    qgemm_tc<4, In, Out>(a);
   }
 }
 

@@ -25,5 +25,6 @@ for side in new old; do
   cmake --build "$BUILD" -j"$(nproc)" --target "$TARGET" > "$OUT/ab-$side-build.log" 2>&1 ||
     { say "$side: build failed"; grep -E "error" "$OUT/ab-$side-build.log" | head -20 | tee -a "$LOG"; exit 1; }
   (cd "$BUILD" && timeout "${AB_TIMEOUT:-200}" "$@") > "$OUT/ab-$side.out" 2> "$OUT/ab-$side.log"
-  say "$side ($KERNEL$([ "$side" = old ] && echo " = $BASELINE")): rc $?"
+  rc=$?  # before anything else runs: a command substitution in the line below would set $? first
+  if [ "$side" = old ]; then say "old ($KERNEL = $BASELINE): rc $rc"; else say "new ($KERNEL): rc $rc"; fi
 done
