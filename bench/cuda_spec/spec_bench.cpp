@@ -70,6 +70,7 @@ struct Variant {
   DrafterShape shape;
   std::string quantization;  // "none", "int8", "int4"
   size_t bf16_bytes = 0;
+  double create_s = 0.0;  // wall: weights checked, quantized (a format) and uploaded
   std::unique_ptr<Drafter> drafter;
   std::string refused;  // the backend's or loader's error; the variant is then skipped
 };
@@ -81,6 +82,9 @@ struct Rounds {
   uint64_t lengths = 0;      // acceptance lengths summed over the timed rounds and requests
   uint64_t samples = 0;      // (round, request) pairs timed
   uint32_t diverged = 0;
+  // Wall clock, host included: the prefill and warm-up rounds (where each plan a round uses is lowered and its
+  // GEMMs chosen on first use), and the whole replay. Where a benchmark's minutes go, apart from its rounds.
+  double warmup_wall_s = 0.0, wall_s = 0.0;
   json profile;              // --profile: the extra round's phases (phase_profile.h)
 };
 
@@ -88,6 +92,7 @@ Result<Rounds> replay_decode(Target& target, Drafter& drafter, cuda::StreamMarks
                              const std::vector<spec::RequestParams>& params,
                              const std::vector<std::vector<uint32_t>>& continuations, const ReplaySchedule& schedule,
                              uint32_t warmup, uint32_t rounds, bool profile) {
+  const auto w0 = Clock::now();
   std::vector<spec::Request> requests;
   for (size_t i = 0; i < params.size(); ++i) {
     spec::RequestParams p = params[i];
@@ -115,6 +120,7 @@ Result<Rounds> replay_decode(Target& target, Drafter& drafter, cuda::StreamMarks
     for (const spec::Request& r : requests) {
       if (!r.active()) return Error::make(ErrorKind::kInternal, "slot {} finished in replay round {}", r.slot, k);
     }
+    if (k + 1 == warmup) out.warmup_wall_s = seconds_since(w0);
     if (k < warmup) continue;
     out.settle.push_back(t[0]);
     out.draft.push_back(t[1] - t[0]);
@@ -145,6 +151,7 @@ Result<Rounds> replay_decode(Target& target, Drafter& drafter, cuda::StreamMarks
     for (size_t i = 0; i < ptrs.size(); ++i) as_scheduled &= ptrs[i]->accept_lengths.back() == scheduled[i];
     out.profile["accepted_as_scheduled"] = as_scheduled;
   }
+  out.wall_s = seconds_since(w0);
   return out;
 }
 
@@ -175,7 +182,9 @@ Result<Variant> make_variant(ir::Backend& backend, const DrafterShape& shape, co
   TANDEM_ASSIGN(RandomDrafter d, random_drafter(shape, target_cfg, seed));
   v.bf16_bytes = weight_bytes(*d.weights);
   models::dflash::DrafterOptions o{slots, capacity, 0, draft_vocab, nullptr, q};
+  const auto c0 = Clock::now();
   auto drafter = Drafter::create(backend, d.weights, d.cfg, target_weights, target_cfg, o, "random drafter " + v.name);
+  v.create_s = seconds_since(c0);
   if (drafter.ok()) {
     v.drafter = std::move(drafter).value();
   } else {
@@ -259,6 +268,7 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
     if (v.shape.version == 2) d["selector"] = {{"top_k", v.shape.top_k}, {"rank", v.shape.rank}};
     d["quantization"] = v.quantization;
     d["bf16_weight_bytes"] = v.bf16_bytes;
+    d["create_s"] = v.create_s;
     if (!v.refused.empty()) d["refused"] = v.refused;
   }
 
@@ -271,6 +281,7 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
     // doubles that one step's time, which the median leaves out.
     uint32_t done = 0;
     json plain_profile;
+    const auto p0 = Clock::now();
     const auto step_done = [&]() -> Status {
       TANDEM_TRY(marks->mark());
       if (!a.profile) return {};
@@ -283,15 +294,16 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
       return {};
     };
     TANDEM_ASSIGN(auto cont, greedy_continuations(*target, params, continuation, step_done));
+    const double plain_wall_s = seconds_since(p0);
     TANDEM_ASSIGN(std::vector<double> t, marks->read_ms());
     // t[0] is the prefill; skip 3 more steps as warm-up (the first use of a bucket lowers its plan).
     for (size_t i = 4; i < t.size(); ++i) steps.push_back(t[i] - t[i - 1]);
     const double plain_ms = median(steps), plain_tps = plain_ms > 0 ? 1e3 * batch / plain_ms : 0.0;
     j["plain_decode"][std::to_string(batch)] = {{"step_ms", plain_ms}, {"tokens_per_s", plain_tps},
-                                                {"steps_timed", steps.size()}};
+                                                {"steps_timed", steps.size()}, {"wall_s", plain_wall_s}};
     if (a.profile) j["plain_decode"][std::to_string(batch)]["profile"] = plain_profile;
-    std::fprintf(stderr, "cuda_spec_bench: plain decode batch %u: %.3f ms a step, %.1f tokens/s\n", batch, plain_ms,
-                 plain_tps);
+    std::fprintf(stderr, "cuda_spec_bench: plain decode batch %u: %.3f ms a step, %.1f tokens/s (%zu steps, %.1f s of "
+                 "wall with the prefill and first uses)\n", batch, plain_ms, plain_tps, t.size() - 1, plain_wall_s);
     for (Variant& v : variants) {
       if (!v.refused.empty()) continue;
       json& runs = j["drafters"][v.name]["batches"][std::to_string(batch)];
@@ -313,12 +325,16 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
         }
         json row = rounds_json(*r, batch, plain_tps);
         if (a.profile) row["profile"] = r->profile;
+        row["warmup_wall_s"] = r->warmup_wall_s;
+        row["wall_s"] = r->wall_s;
         std::fprintf(stderr, "cuda_spec_bench: %s batch %u acceptance %s (measured %.3f): round %.3f ms = settle %.3f "
-                     "+ draft %.3f + verify %.3f; %.1f tokens/s (%.2fx plain); drafter %.0f%% of a verify\n",
+                     "+ draft %.3f + verify %.3f; %.1f tokens/s (%.2fx plain); drafter %.0f%% of a verify; wall %.1f s (%.1f s "
+                     "to the end of the warm-up rounds)\n",
                      v.name.c_str(), batch, key(mean).c_str(), row["acceptance_measured"].get<double>(),
                      row["round_ms"].get<double>(), row["settle_ms"].get<double>(), row["draft_ms"].get<double>(),
                      row["verify_ms"].get<double>(), row["tokens_per_s"].get<double>(),
-                     row["speedup_vs_plain"].get<double>(), 100 * row["drafter_overhead_of_verify"].get<double>());
+                     row["speedup_vs_plain"].get<double>(), 100 * row["drafter_overhead_of_verify"].get<double>(),
+                     r->wall_s, r->warmup_wall_s);
         runs[key(mean)] = std::move(row);
       }
     }

@@ -33,6 +33,10 @@ void expect_run(const json& run, double acceptance, uint32_t batch, const std::s
     EXPECT_GT(run[f].get<double>(), 0.0) << f;
   }
   EXPECT_GE(run["round_ms"].get<double>(), run["verify_ms"].get<double>());
+  // Wall clock: the warm-up rounds (one at the tiny shape) are part of the whole replay.
+  ASSERT_TRUE(run.contains("warmup_wall_s") && run.contains("wall_s")) << run.dump();
+  EXPECT_GT(run["warmup_wall_s"].get<double>(), 0.0);
+  EXPECT_GT(run["wall_s"].get<double>(), run["warmup_wall_s"].get<double>());
 }
 
 TEST(CudaSpecBench, TinyRunReportsEveryFieldAtTheChosenAcceptance) {
@@ -52,6 +56,7 @@ TEST(CudaSpecBench, TinyRunReportsEveryFieldAtTheChosenAcceptance) {
     const json& p = (*j)["plain_decode"][b];
     EXPECT_GT(p["step_ms"].get<double>(), 0.0) << b;
     EXPECT_GT(p["tokens_per_s"].get<double>(), 0.0) << b;
+    EXPECT_GT(p["wall_s"].get<double>(), 0.0) << b;
   }
   for (const char* name : {"v1", "v2"}) {
     SCOPED_TRACE(name);
@@ -60,6 +65,7 @@ TEST(CudaSpecBench, TinyRunReportsEveryFieldAtTheChosenAcceptance) {
     EXPECT_EQ(d["block"].get<uint32_t>(), 8u);
     EXPECT_EQ(d["quantization"], "none");
     EXPECT_GT(d["bf16_weight_bytes"].get<uint64_t>(), 0u);
+    EXPECT_GT(d["create_s"].get<double>(), 0.0);
     for (uint32_t batch : {1u, 2u}) {
       const json& runs = d["batches"][std::to_string(batch)];
       ASSERT_EQ(runs.size(), 4u) << runs.dump();
