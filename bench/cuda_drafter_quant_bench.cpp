@@ -3,10 +3,12 @@
 // draft time per round (one block per request, logits left on the device), median over rounds, host
 // clock around each synchronous draft, at batch 1, 8 and 32. With --kernels instead: the quantized GEMM's two
 // kernels (CUDA cores, tensor cores) and the dense BF16 decode GEMM on a Qwen3-8B-shaped drafter's matrices at
-// 1, 16, 128 and 512 rows (a 16-row block at batch 1, 8, 32), device time per launch. JSON on stdout; exit
-// status 2 when some entry failed (its "error" says why).
+// 1, 16, 128 and 512 rows (a 16-row block at batch 1, 8, 32), device time per launch; --kernel-shape K,COLS
+// (one matrix instead, e.g. to profile one launch under ncu), --kernel-rows LIST and --reps N narrow it. JSON on
+// stdout; exit status 2 when some entry failed (its "error" says why).
 //   cuda_drafter_quant_bench [--drafter DIR] [--target DIR] [--block B] [--rounds N] [--context N]
-//                            [--precision bf16|f16|f32] [--batch N] [--kernels]
+//                            [--precision bf16|f16|f32] [--batch N]
+//   cuda_drafter_quant_bench --kernels [--kernel-shape K,COLS] [--kernel-rows 1,16,128,512] [--reps N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,11 +42,33 @@ struct Args {
   ir::Precision precision = ir::Precision::kBF16;
   std::vector<uint32_t> batches = {1, 8, 32};
   bool kernels = false;
+  uint32_t kernel_k = 0, kernel_cols = 0;  // 0: the drafter's four matrices
+  std::vector<uint32_t> kernel_rows = {1, 16, 128, 512};
+  int reps = 50;
 };
+
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "cuda_drafter_quant_bench: %s\n", what.c_str());
   std::exit(1);
+}
+
+// "1,16,128" as counts in 1..2^20.
+std::vector<uint32_t> counts(const std::string& flag, const std::string& text) {
+  std::vector<uint32_t> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    char* stop = nullptr;
+    const unsigned long v = std::strtoul(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || v == 0 || v > (1u << 20)) {
+      die(flag + ": '" + item + "' is not a count in 1..1048576 (a comma-separated list)");
+    }
+    out.push_back(static_cast<uint32_t>(v));
+    at = end + 1;
+  }
+  return out;
 }
 
 double median(std::vector<double> v) {
@@ -90,7 +114,7 @@ nlohmann::json run(ir::Backend& backend, const Args& a, std::optional<Quantizati
 }
 
 // Each qgemm kernel and the dense decode GEMM at each shape and row count; prints one line per shape.
-nlohmann::json run_kernels(bool& failed) {
+nlohmann::json run_kernels(const Args& a, bool& failed) {
   nlohmann::json out = nlohmann::json::array();
   auto device = cuda::Device::open(0);
   if (!device.ok()) die(device.error().message());
@@ -100,12 +124,14 @@ nlohmann::json run_kernels(bool& failed) {
     const char* name;
     uint32_t k, cols;
   };
-  const Shape shapes[] = {{"q/o 4096x4096", 4096, 4096}, {"k/v 1024x4096", 4096, 1024},
-                          {"gate_up 24576x4096", 4096, 24576}, {"down 4096x12288", 12288, 4096}};
+  std::vector<Shape> shapes = {{"q/o 4096x4096", 4096, 4096}, {"k/v 1024x4096", 4096, 1024},
+                               {"gate_up 24576x4096", 4096, 24576}, {"down 4096x12288", 12288, 4096}};
+  const std::string custom = fmt::format("{}x{}", a.kernel_cols, a.kernel_k);
+  if (a.kernel_k != 0) shapes = {{custom.c_str(), a.kernel_k, a.kernel_cols}};
   for (const Shape& sh : shapes) {
-    for (uint32_t rows : {1u, 16u, 128u, 512u}) {
+    for (uint32_t rows : a.kernel_rows) {
       nlohmann::json e{{"shape", sh.name}, {"k", sh.k}, {"cols", sh.cols}, {"rows", rows}};
-      auto r = cuda::study_qgemm(**device, **modules, sh.k, sh.cols, rows, 50);
+      auto r = cuda::study_qgemm(**device, **modules, sh.k, sh.cols, rows, a.reps);
       if (!r.ok()) {
         e["error"] = r.error().message();
         failed = true;
@@ -148,17 +174,28 @@ int main(int argc, char** argv) {
       a.batches = {std::max(1u, static_cast<uint32_t>(std::stoul(argv[++i])))};
     } else if (s == "--kernels") {
       a.kernels = true;
+    } else if (s == "--kernel-shape" && more) {  // K,COLS
+      const std::vector<uint32_t> kc = bench::counts(s, argv[++i]);
+      if (kc.size() != 2) bench::die("--kernel-shape: K,COLS (two counts)");
+      a.kernel_k = kc[0];
+      a.kernel_cols = kc[1];
+    } else if (s == "--kernel-rows" && more) {
+      a.kernel_rows = bench::counts(s, argv[++i]);
+    } else if (s == "--reps" && more) {
+      const std::vector<uint32_t> n = bench::counts(s, argv[++i]);
+      if (n.size() != 1) bench::die("--reps: one count");
+      a.reps = static_cast<int>(n.front());
     } else if (s == "--precision" && more) {
       const std::string p = argv[++i];
       a.precision = p == "f32" ? ir::Precision::kF32 : p == "f16" ? ir::Precision::kF16 : ir::Precision::kBF16;
     } else {
       bench::die("unknown argument " + s + " (--drafter DIR, --target DIR, --block B, --rounds N, --context N, "
-                 "--precision P, --batch N, --kernels)");
+                 "--precision P, --batch N, --kernels, --kernel-shape K,COLS, --kernel-rows LIST, --reps N)");
     }
   }
   if (a.kernels) {
     bool failed = false;
-    const nlohmann::json k{{"kernels", bench::run_kernels(failed)}};
+    const nlohmann::json k{{"kernels", bench::run_kernels(a, failed)}};
     std::printf("%s\n", k.dump(2).c_str());
     return failed ? 2 : 0;
   }

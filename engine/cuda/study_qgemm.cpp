@@ -1,5 +1,7 @@
 // The quantized GEMM's kernel study (study_impl.h): both qgemm kernels and the dense BF16 decode GEMM on one
 // shape, random operands on the device, launches timed one by one between events (timing_impl.h), medians.
+// Each launch reads the next of several copies of its weight, more bytes than the L2 holds together, as a
+// drafter's round reads each matrix once (study_split.cpp does the same for the target's GEMMs).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,6 +18,23 @@ namespace tandem::cuda {
 namespace {
 
 constexpr uint32_t kGroup = 64;  // a load-time quantization's group (dflash_quant.h kLoadGroupSize)
+constexpr size_t kRotateBytes = size_t{320} << 20;  // > the H100's and H200's 50 MB L2, several times over
+constexpr size_t kMaxCopies = 32;
+
+size_t copies_for(size_t bytes) { return std::clamp<size_t>((kRotateBytes + bytes - 1) / bytes, 1, kMaxCopies); }
+
+// `copies` device buffers holding `first`'s bytes (the first is `first` itself).
+Result<std::vector<DeviceBuffer>> rotation(const Device& device, DeviceBuffer first, size_t bytes, size_t copies) {
+  std::vector<DeviceBuffer> out;
+  out.push_back(std::move(first));
+  for (size_t i = 1; i < copies; ++i) {
+    TANDEM_ASSIGN(DeviceBuffer c, DeviceBuffer::make(bytes, "a study weight copy"));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.data(), out[0].data(), bytes, cudaMemcpyDeviceToDevice, device.stream()));
+    out.push_back(std::move(c));
+  }
+  TANDEM_TRY(device.synchronize());
+  return out;
+}
 
 Result<std::vector<float>> download_bf16(const Device& device, const DeviceBuffer& b, size_t n) {
   TANDEM_ASSIGN(const std::vector<unsigned char> bytes, download_bytes(device, b, n * 2));
@@ -52,22 +71,33 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
     for (uint16_t& s : scale_bits) s = float_to_half(scale(rng) / (bits == 8 ? 127.0f : 7.0f) / std::sqrt(float(k)));
     std::vector<uint8_t> code_bytes(size_t{cols} * k * bits / 8);
     for (uint8_t& c : code_bytes) c = static_cast<uint8_t>(rng());
-    TANDEM_ASSIGN(DeviceBuffer codes, upload_vector(device, code_bytes, "study codes"));
-    TANDEM_ASSIGN(DeviceBuffer scales, upload_vector(device, scale_bits, "study scales"));
-    QuantWeight w;
-    w.codes = codes.data();
-    w.scales = scales.as<const uint16_t>();
-    w.bits = bits;
-    w.group = kGroup;
+    const size_t copies = copies_for(code_bytes.size() + scale_bits.size() * 2);
+    TANDEM_ASSIGN(DeviceBuffer codes0, upload_vector(device, code_bytes, "study codes"));
+    TANDEM_ASSIGN(DeviceBuffer scales0, upload_vector(device, scale_bits, "study scales"));
+    TANDEM_ASSIGN(const std::vector<DeviceBuffer> codes, rotation(device, std::move(codes0), code_bytes.size(), copies));
+    TANDEM_ASSIGN(const std::vector<DeviceBuffer> scales,
+                  rotation(device, std::move(scales0), scale_bits.size() * 2, copies));
     std::vector<float> first;
     for (bool tc : {false, true}) {
-      TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
-                                                bf16_loc(y, cols, "y"), tc));
-      step.label = fmt::format("qgemm int{} {}", bits, tc ? "tensor cores" : "cuda cores");
+      std::vector<KernelStep> steps;  // one per weight copy
+      for (size_t i = 0; i < copies; ++i) {
+        QuantWeight w;
+        w.codes = codes[i].data();
+        w.scales = scales[i].as<const uint16_t>();
+        w.bits = bits;
+        w.group = kGroup;
+        TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
+                                                  bf16_loc(y, cols, "y"), tc));
+        step.label = fmt::format("qgemm int{} {}", bits, tc ? "tensor cores" : "cuda cores");
+        steps.push_back(std::move(step));
+      }
       QGemmStudy st;
-      st.kernel = step.label;
+      st.kernel = steps.front().label;
       st.weight_bytes = static_cast<double>(code_bytes.size() + scale_bits.size() * 2);
-      TANDEM_ASSIGN(st.median_us, median_us(device, [&] { return launch(modules, step, device.stream()); }, reps));
+      size_t next = 0;
+      TANDEM_ASSIGN(st.median_us, median_us(device, [&] {
+        return launch(modules, steps[next++ % steps.size()], device.stream());
+      }, reps));
       TANDEM_ASSIGN(const std::vector<float> got, download_bf16(device, y, size_t{rows} * cols));
       if (first.empty()) {
         first = got;
@@ -84,13 +114,23 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
     }
   }
   // The dense BF16 weight on the decode GEMM: what the quantized kernels save against.
-  TANDEM_ASSIGN(DeviceBuffer dense, random_device_buffer(device, size_t{cols} * k, Dt::kBF16, 0.02f, rng));
-  TANDEM_ASSIGN(KernelStep step, gemm_decode_step(ctx, bf16_loc(x, k, "x"), bf16_loc(y, cols, "y"), dense.data(),
-                                                  nullptr, false));
+  const size_t dense_bytes = size_t{cols} * k * 2;
+  TANDEM_ASSIGN(DeviceBuffer dense0, random_device_buffer(device, size_t{cols} * k, Dt::kBF16, 0.02f, rng));
+  TANDEM_ASSIGN(const std::vector<DeviceBuffer> dense,
+                rotation(device, std::move(dense0), dense_bytes, copies_for(dense_bytes)));
+  std::vector<KernelStep> steps;
+  for (const DeviceBuffer& d : dense) {
+    TANDEM_ASSIGN(KernelStep step, gemm_decode_step(ctx, bf16_loc(x, k, "x"), bf16_loc(y, cols, "y"), d.data(),
+                                                    nullptr, false));
+    steps.push_back(std::move(step));
+  }
   QGemmStudy st;
   st.kernel = "dense bf16 decode GEMM";
-  st.weight_bytes = double(cols) * k * 2;
-  TANDEM_ASSIGN(st.median_us, median_us(device, [&] { return launch(modules, step, device.stream()); }, reps));
+  st.weight_bytes = double(dense_bytes);
+  size_t next = 0;
+  TANDEM_ASSIGN(st.median_us, median_us(device, [&] {
+    return launch(modules, steps[next++ % steps.size()], device.stream());
+  }, reps));
   out.push_back(st);
   return out;
 }
