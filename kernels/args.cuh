@@ -238,11 +238,15 @@ struct QGemmArgs {
 // The quantized GEMM on tensor cores (qgemm_tc.cu), on the same operands: a block of kQGemmTcWarps warps
 // covers kQGemmTcRows rows (grid x) and kQGemmTcWarps / splits tiles of 16 columns (grid y); splits (1, 2,
 // 4 or 8) and slice_chunks (32-wide K chunks per split) come from (k, cols) alone, never from the rows.
+// packed: the codes are in the tensor-core layout (engine/cuda/qgemm_layout.h) instead of the checkpoint's:
+// a lane's codes of 16 / bits consecutive 32-wide chunks lie in one 16-byte word, each chunk's in the order
+// the mma pairs them, so a lane loads them at once and the rows need no reordering.
 enum : unsigned { kQGemmTcWarps = 8, kQGemmTcRows = 32 };
 struct QGemmTcArgs {
   QGemmArgs q;
   unsigned splits;
   unsigned slice_chunks;
+  unsigned packed;  // 1: codes in the tensor-core layout (slices of whole 16-byte groups; lowering checks)
 };
 
 // The persistent caches of a bound State, as the index buffer lists them: per cache, the device

@@ -3,21 +3,33 @@
 // packed add per two codes), mma.sync m16n8k16 multiplies 16 output columns (A) by up to kQGemmTcRows rows
 // (B, 8 per fragment) with FP32 accumulation, and each group's partial sum is scaled once in FP32, so the
 // weights enter the sums exactly. K is split by (k, cols) alone and the slices summed in slice order: a row's
-// bits never depend on how many rows the launch has (gemm_decode.cu's rule).
+// bits never depend on how many rows the launch has (gemm_decode.cu's rule). Codes come in the checkpoint's
+// layout, or packed (args.cuh QGemmTcArgs::packed): then a lane loads 16 / bits chunks of a column's codes in
+// one 16-byte word and its rows in their own order, where the checkpoint layout needs a load per chunk and
+// eight byte permutes per fragment and chunk.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
 
 namespace {
 
-// A lane's 8 consecutive k of a 32-wide chunk (k0 + 0..7), in the order the mmas take them: register p of
-// its A rows and of its B column holds k0 + k_of(p, 0) in the low half and k0 + k_of(p, 1) in the high one;
-// registers 0 and 1 feed the first mma as the ISA's k 2t, 2t + 1 and 2t + 8, 2t + 9, registers 2 and 3 the
-// second. The order is where the codes sit in their word (int8: bytes 0 and 2, 1 and 3, ...; int4: nibbles
-// 0 and 4, 1 and 5, ...), so one mask pairs them; A and B permute K alike, so the products are the GEMM's.
+// The positions of a lane's 8 codes in their word(s) that the decode pairs into register p: pair_of(p, 0) in
+// the low half, pair_of(p, 1) in the high one (int8: bytes 0 and 2, 1 and 3, ...; int4: nibbles 0 and 4, 1
+// and 5, ...), so one mask pairs them.
 template <unsigned kBits>
-TK_DEV constexpr unsigned k_of(unsigned p, unsigned h) {
+TK_DEV constexpr unsigned pair_of(unsigned p, unsigned h) {
   return kBits == 8 ? (p / 2) * 4 + p % 2 + 2 * h : p + 4 * h;
+}
+
+// A lane's 8 consecutive k of a 32-wide chunk (k0 + 0..7), in the order the mmas take them: register p of its
+// A rows and of its B column holds k0 + k_of(p, 0) in the low half and k0 + k_of(p, 1) in the high one;
+// registers 0 and 1 feed the first mma as the ISA's k 2t, 2t + 1 and 2t + 8, 2t + 9, registers 2 and 3 the
+// second. In the checkpoint layout a code's position is its k, so K follows the decode's pairs and the rows
+// are permuted to match; packed codes (qgemm_layout.h) put k 2p + h at position pair_of(p, h), so the rows
+// are taken in their own order. A and B permute K alike either way, so the products are the GEMM's.
+template <unsigned kBits, bool kPacked>
+TK_DEV constexpr unsigned k_of(unsigned p, unsigned h) {
+  return kPacked ? 2 * p + h : pair_of<kBits>(p, h);
 }
 
 // One column's codes for one chunk and lane: int8 8 bytes, int4 4 bytes (8 nibbles), loaded as one word.
@@ -32,7 +44,7 @@ TK_DEV Codes<kBits> load_codes(const unsigned char* p) {
   return *reinterpret_cast<const Codes<kBits>*>(p);
 }
 
-// The codes as exact integers in the pairs of k_of: 2^10 + u (f16) or 2^7 + u (bf16) built in the bits, u the
+// The codes as exact integers in the pairs of pair_of: 2^10 + u (f16) or 2^7 + u (bf16) built in the bits, u the
 // code's unsigned form (q + 128 or q + 8), then the packed add of −(that + bias) leaves q. bf16 holds 2^7 + u
 // only for u < 2^7, so int8 → bf16 goes through floats: 2^23 + u less 2^23 + 128, packed (exact) as bf16.
 template <unsigned kBits>
@@ -61,7 +73,7 @@ TK_DEV void decode(const Codes<kBits>& c, unsigned (&p)[4], bf16_t) {
       q[i] = bits_float(0x4b000000u | u) - 8388736.0f;
     }
 #pragma unroll
-    for (unsigned j = 0; j < 4; ++j) p[j] = pack_16x2<true>(q[k_of<8>(j, 0)], q[k_of<8>(j, 1)]);
+    for (unsigned j = 0; j < 4; ++j) p[j] = pack_16x2<true>(q[pair_of<8>(j, 0)], q[pair_of<8>(j, 1)]);
   } else {
     constexpr unsigned kOne = 0x3f803f80u, kMagic = 0x43004300u, kLess = 0xc308c308u;  // 1, 128, −136
 #pragma unroll
@@ -83,19 +95,19 @@ struct Row<float> {
   unsigned b[kLevels][4];
 };
 
-template <unsigned kBits, class In>
+template <unsigned kBits, bool kPacked, class In>
 TK_DEV Row<In> load_row(const In* p, bool ok) {
   Row<In> r;
   const U4 v = load16_or_zero(p, ok);
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (unsigned j = 0; j < 4; ++j) {
-    const unsigned k0 = k_of<kBits>(j, 0), k1 = k_of<kBits>(j, 1);
+    const unsigned k0 = k_of<kBits, kPacked>(j, 0), k1 = k_of<kBits, kPacked>(j, 1);  // packed: w[j] as it is
     r.b[0][j] = ((w[k0 / 2] >> (16 * (k0 % 2))) & 0xffffu) | (((w[k1 / 2] >> (16 * (k1 % 2))) & 0xffffu) << 16);
   }
   return r;
 }
-template <unsigned kBits>
+template <unsigned kBits, bool kPacked>
 TK_DEV Row<float> load_row(const float* p, bool ok) {
   Row<float> r;
   const U4 v0 = load16_or_zero(p, ok), v1 = load16_or_zero(p + 4, ok);
@@ -103,7 +115,7 @@ TK_DEV Row<float> load_row(const float* p, bool ok) {
                       bits_float(v1.x), bits_float(v1.y), bits_float(v1.z), bits_float(v1.w)};
 #pragma unroll
   for (unsigned j = 0; j < 4; ++j) {
-    float e0 = x[k_of<kBits>(j, 0)], e1 = x[k_of<kBits>(j, 1)];
+    float e0 = x[k_of<kBits, kPacked>(j, 0)], e1 = x[k_of<kBits, kPacked>(j, 1)];
 #pragma unroll
     for (unsigned l = 0; l < 3; ++l) {
       const unsigned h = pack_16x2<true>(e0, e1);
@@ -113,6 +125,22 @@ TK_DEV Row<float> load_row(const float* p, bool ok) {
     }
   }
   return r;
+}
+
+// A packed column's codes for chunks c .. c + 16 / kBits - 1 (c a multiple of that) and lane t: one 16-byte
+// load, then each chunk's word(s) as load_codes gives them in the checkpoint layout.
+template <unsigned kBits>
+TK_DEV void load_packed(const unsigned char* column, unsigned c, unsigned t, Codes<kBits>* out) {
+  constexpr unsigned kPer = 16 / kBits;  // chunks a 16-byte word holds
+  const unsigned char* p = column + (static_cast<unsigned long long>(c / kPer) * 4 + t) * 16;
+  TK_ASSERT_ALIGNED(p, 16);
+  const U4 v = *reinterpret_cast<const U4*>(p);
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (unsigned i = 0; i < kPer; ++i) {
+#pragma unroll
+    for (unsigned j = 0; j < kBits / 4; ++j) out[i].w[j] = w[i * (kBits / 4) + j];
+  }
 }
 
 // The mma operands' type: the input's for 16-bit inputs, bf16 (three levels) for FP32.
@@ -135,7 +163,7 @@ TK_DEV float (*slice_partials())[16][kQGemmTcRows + 1] {
 // slice w % splits, for the block's rows (grid x, fastest, so the blocks of one column slab run together and
 // read its codes from L2 after the first). Lane (g, t) reads 8 codes of column g and of column g + 8 at k0 =
 // 32c + 8t of each chunk c, and row g + 8j's 8 elements there for each fragment j.
-template <unsigned kBits, class In, class Out>
+template <unsigned kBits, class In, class Out, bool kPacked>
 TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
   using T = typename Operand<In>::T;
   const QGemmArgs& a = args.q;
@@ -170,12 +198,25 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
     constexpr unsigned kUnroll = 32 / kBits;  // chunks in flight: 64 code bytes per lane
     for (unsigned c = c_begin; c < c_end; c += kUnroll) {
       Codes<kBits> wa[kUnroll] = {}, wb[kUnroll] = {};
+      if constexpr (kPacked) {
+        // INVARIANT: lowering checked that slices hold whole 16-byte groups (c_begin and c_end multiples of
+        // 16 / kBits), so a group is in the slice or out of it.
+        constexpr unsigned kPer = 16 / kBits;
 #pragma unroll
-      for (unsigned u = 0; u < kUnroll; ++u) {
-        if (c + u < c_end) {
-          const unsigned at = ((c + u) * 32 + 8 * t) * kBits / 8;
-          wa[u] = load_codes<kBits>(codes_a + at);
-          wb[u] = load_codes<kBits>(codes_b + at);
+        for (unsigned u = 0; u < kUnroll; u += kPer) {
+          if (c + u < c_end) {
+            load_packed<kBits>(codes_a, c + u, t, wa + u);
+            load_packed<kBits>(codes_b, c + u, t, wb + u);
+          }
+        }
+      } else {
+#pragma unroll
+        for (unsigned u = 0; u < kUnroll; ++u) {
+          if (c + u < c_end) {
+            const unsigned at = ((c + u) * 32 + 8 * t) * kBits / 8;
+            wa[u] = load_codes<kBits>(codes_a + at);
+            wb[u] = load_codes<kBits>(codes_b + at);
+          }
         }
       }
 #pragma unroll
@@ -186,7 +227,8 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
 #pragma unroll
         for (unsigned j = 0; j < 4; ++j) {
           const unsigned r = 8 * j + g;
-          row[j] = load_row<kBits>(x + static_cast<unsigned long long>(r) * a.k + kk, j < frags && r < here);
+          const In* at = x + static_cast<unsigned long long>(r) * a.k + kk;
+          row[j] = load_row<kBits, kPacked>(at, j < frags && r < here);
         }
         unsigned pa[4], pb[4];
         decode(wa[u], pa, T{});
@@ -232,9 +274,15 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
 template <class In, class Out>
 TK_DEV void qgemm_tc_entry(const QGemmTcArgs& a) {
   if (a.q.bits == 8) {
-    qgemm_tc<8, In, Out>(a);
+    if (a.packed != 0u) {
+      qgemm_tc<8, In, Out, true>(a);
+    } else {
+      qgemm_tc<8, In, Out, false>(a);
+    }
+  } else if (a.packed != 0u) {
+    qgemm_tc<4, In, Out, true>(a);
   } else {
-    qgemm_tc<4, In, Out>(a);
+    qgemm_tc<4, In, Out, false>(a);
   }
 }
 

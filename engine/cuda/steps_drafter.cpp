@@ -3,6 +3,7 @@
 // element types are checked here, at lowering.
 #include <algorithm>
 
+#include "engine/cuda/qgemm_layout.h"
 #include "engine/cuda/steps_impl.h"
 
 namespace tandem::cuda {
@@ -90,6 +91,9 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
     return mismatch("qgemm", what + ": bits 8 or 4, a group that is a multiple of 32 and divides k");
   }
   if (accumulate && act != kernels::kActNone) return mismatch("qgemm", what + ": accumulate takes no activation");
+  if (w.packed && !tensor_cores) {
+    return mismatch("qgemm", what + ": codes in the tensor-core layout need the tensor-core kernel");
+  }
   // Each (x, out) pair's entry in both families: {CUDA cores, tensor cores}.
   using Pair = std::pair<KernelId, KernelId>;
   const auto variant = [&]() -> Result<Pair> {
@@ -121,7 +125,15 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
   KernelStep s;
   if (tensor_cores) {
     // The K split from (k, cols) alone, as the decode GEMM's: a row's bits do not depend on the bucket.
-    const GemmDecodeSplit split = gemm_decode_split(x.width, out.width);
+    GemmDecodeSplit split = gemm_decode_split(x.width, out.width);
+    if (w.packed) {  // slices of whole 16-byte words (the last ones may come out empty): still (k, cols) alone
+      const uint32_t per = qgemm_tc_pack_chunks(w.bits);
+      if (x.width % (32 * per) != 0) {
+        return mismatch("qgemm", fmt::format("{}: codes in the tensor-core layout need k a multiple of {}", what,
+                                             32 * per));
+      }
+      split.slice_chunks = (split.slice_chunks + per - 1) / per * per;
+    }
     const uint64_t tiles = (uint64_t{out.width} + 15) / 16, per_block = kernels::kQGemmTcWarps / split.splits;
     const uint64_t col_blocks = (tiles + per_block - 1) / per_block;
     const uint64_t row_blocks = (rows + kernels::kQGemmTcRows - 1) / kernels::kQGemmTcRows;
@@ -132,7 +144,7 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
     s.id = ids.second;
     s.grid = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(col_blocks));
     s.block = dim3(kernels::kQGemmTcWarps * 32);
-    s.args = kernels::QGemmTcArgs{q, split.splits, split.slice_chunks};
+    s.args = kernels::QGemmTcArgs{q, split.splits, split.slice_chunks, w.packed ? 1u : 0u};
     return s;
   }
   const uint64_t col_blocks = (uint64_t{out.width} + kernels::kQGemmWarps - 1) / kernels::kQGemmWarps;

@@ -146,6 +146,7 @@ struct QuantWeight {
   bool scale_bf16 = false;
   uint32_t bits = 8;
   uint32_t group = 0;
+  bool packed = false;  // codes in the tensor-core layout (qgemm_layout.h): tensor cores only
 };
 // QGemm: out = act(x · dequant(W)ᵀ + bias) (accumulate: out += it, act none); x FP32 or 16-bit, out FP32,
 // x's type or (from FP32 x) a 16-bit type; k a multiple of 32 and of the group, the group a multiple of 32.

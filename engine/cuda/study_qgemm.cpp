@@ -9,6 +9,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/cuda/check_impl.h"
+#include "engine/cuda/qgemm_layout.h"
 #include "engine/cuda/study_impl.h"
 #include "engine/cuda/study_support_impl.h"
 #include "engine/cuda/steps_impl.h"
@@ -77,20 +78,38 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
     TANDEM_ASSIGN(const std::vector<DeviceBuffer> codes, rotation(device, std::move(codes0), code_bytes.size(), copies));
     TANDEM_ASSIGN(const std::vector<DeviceBuffer> scales,
                   rotation(device, std::move(scales0), scale_bits.size() * 2, copies));
+    // The same codes in the tensor-core layout (qgemm_layout.h), where the shape allows it.
+    std::vector<DeviceBuffer> packed;
+    if (auto p = pack_qgemm_tc_codes(code_bytes, cols, k, bits); p.ok()) {
+      TANDEM_ASSIGN(DeviceBuffer packed0, upload_vector(device, *p, "study packed codes"));
+      TANDEM_ASSIGN(packed, rotation(device, std::move(packed0), code_bytes.size(), copies));
+    }
     std::vector<float> first;
-    for (bool tc : {false, true}) {
+    enum class Kernel { kCudaCores, kTensorCores, kTensorCoresPacked };
+    for (Kernel kind : {Kernel::kCudaCores, Kernel::kTensorCores, Kernel::kTensorCoresPacked}) {
+      const bool tc = kind != Kernel::kCudaCores, pack = kind == Kernel::kTensorCoresPacked;
+      if (pack && packed.empty()) continue;
       std::vector<KernelStep> steps;  // one per weight copy
+      std::string refused;
       for (size_t i = 0; i < copies; ++i) {
         QuantWeight w;
-        w.codes = codes[i].data();
+        w.codes = pack ? packed[i].data() : codes[i].data();
         w.scales = scales[i].as<const uint16_t>();
         w.bits = bits;
         w.group = kGroup;
-        TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
-                                                  bf16_loc(y, cols, "y"), tc));
-        step.label = fmt::format("qgemm int{} {}", bits, tc ? "tensor cores" : "cuda cores");
-        steps.push_back(std::move(step));
+        w.packed = pack;
+        auto step = qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false, bf16_loc(y, cols, "y"),
+                               tc);
+        if (!step.ok() && pack) {  // a K split of part words: the packed layout does not run this shape
+          refused = step.error().message();
+          break;
+        }
+        if (!step.ok()) return std::move(step).error();
+        step->label = fmt::format("qgemm int{} {}", bits,
+                                  pack ? "tensor cores packed" : tc ? "tensor cores" : "cuda cores");
+        steps.push_back(std::move(step).value());
       }
+      if (!refused.empty()) continue;
       QGemmStudy st;
       st.kernel = steps.front().label;
       st.weight_bytes = static_cast<double>(code_bytes.size() + scale_bits.size() * 2);

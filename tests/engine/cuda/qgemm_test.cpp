@@ -1,5 +1,6 @@
-// The quantized GEMM kernels (issue 14) through their launcher, each test on both paths: CUDA cores
-// (kernels/qgemm.cu) and tensor cores (kernels/qgemm_tc.cu). Against a float64 reference over the dequantized
+// The quantized GEMM kernels (issue 14) through their launcher, each test on three paths: CUDA cores
+// (kernels/qgemm.cu), tensor cores (kernels/qgemm_tc.cu) and tensor cores on codes in the tensor-core layout
+// (engine/cuda/qgemm_layout.h; k it cannot hold is refused). Against a float64 reference over the dequantized
 // weight: int8 and int4 codes, groups of 32/64/128, F16 and BF16 scales, 1 to 64 rows, every element-type
 // variant and epilogue, K split into slices that cut groups; rows past the real count keep their sentinel, and
 // a row's bits do not depend on the row count.
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/qgemm_layout.h"
 #include "tests/engine/cuda/gpu_test_util.h"
 
 namespace tandem::cuda::test {
@@ -92,8 +94,27 @@ double sum_bound(const QuantCase& c, Dt in, bool tensor_cores) {
 
 // Runs the kernel on `rows` real rows and checks every output: |got − want| <= sum_bound · Σ|x·w| + the
 // output type's rounding; padding rows keep the sentinel. Returns the outputs of the real rows.
+// The kernels under test: CUDA cores and tensor cores on the checkpoint's codes, and tensor cores on the same
+// codes in the tensor-core layout (qgemm_layout.h).
+enum class Path { kCudaCores, kTensorCores, kTensorCoresPacked };
+
 std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, std::mt19937& rng, const std::string& what,
-                         bool tensor_cores) {
+                         Path path) {
+  const bool tensor_cores = path != Path::kCudaCores;
+  std::vector<uint8_t> code_bytes = c.codes;
+  if (path == Path::kTensorCoresPacked) {  // k the layout's words cannot hold is refused, named
+    auto packed = pack_qgemm_tc_codes(c.codes, c.cols, c.k, c.bits);
+    if (c.k % (32 * qgemm_tc_pack_chunks(c.bits)) != 0) {
+      EXPECT_FALSE(packed.ok()) << what;
+      if (!packed.ok()) {
+        EXPECT_NE(packed.error().message().find("is not a multiple of"), std::string::npos) << what;
+      }
+      return {};
+    }
+    EXPECT_TRUE(packed.ok()) << what << ": " << packed.error().message();
+    if (!packed.ok()) return {};
+    code_bytes = std::move(packed).value();
+  }
   std::mt19937 brng(rows * 7919u + c.cols);
   ir::Batch batch = make_batch({rows}, {0}, 50, brng);
   const auto d = device_batch(batch, kBucket);
@@ -102,7 +123,7 @@ std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, std::
   std::vector<float> prior = rounded_to(random_floats(size_t{kBucket.tokens} * c.cols, rng, 1.0f), r.out);
   for (size_t i = size_t{rows} * c.cols; i < prior.size(); ++i) prior[i] = kSentinel;
   DeviceBuffer xd = typed_buffer(x, r.in);
-  DeviceBuffer codes = to_device(c.codes);
+  DeviceBuffer codes = to_device(code_bytes);
   DeviceBuffer scales = to_device(c.scale_bits);
   DeviceBuffer bd = to_device(bias);
   DeviceBuffer yd = r.accumulate ? typed_buffer(prior, r.out) : sentinel_buffer(kBucket.tokens, c.cols, r.out);
@@ -112,6 +133,7 @@ std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, std::
   w.scale_bf16 = c.bf16;
   w.bits = c.bits;
   w.group = c.group;
+  w.packed = path == Path::kTensorCoresPacked;
   run_step(qgemm_step(d->ctx, make_loc(xd, ir::Rows::kTokens, c.k, r.in, "x"), w,
                       r.bias ? bd.as<const float>() : nullptr, r.act, r.accumulate,
                       make_loc(yd, ir::Rows::kTokens, c.cols, r.out, "y"), tensor_cores));
@@ -142,16 +164,16 @@ std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, std::
   return std::vector<float>(got.begin(), got.begin() + static_cast<long>(want.size()));
 }
 
-class QGemmTest : public ::testing::TestWithParam<bool> {
+class QGemmTest : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
     TANDEM_REQUIRE_GPU();
     ASSERT_NE(gpu().modules, nullptr);
     rng_.seed(20260101);
   }
-  bool tensor_cores() const { return GetParam(); }
+  bool tensor_cores() const { return GetParam() != Path::kCudaCores; }
   std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, const std::string& what) {
-    return test::check(c, rows, r, rng_, what, tensor_cores());
+    return test::check(c, rows, r, rng_, what, GetParam());
   }
   std::mt19937 rng_;
 };
@@ -229,29 +251,65 @@ TEST_P(QGemmTest, RowBitsDoNotDependOnTheRowCount) {
   }
 }
 
-TEST_P(QGemmTest, RefusesGroupsTheKernelCannotRead) {
+// Lowers one qgemm of 8 columns over 64-wide FP32 rows (zeros: only the lowering is under test) with the
+// codes `w` describes (its codes and scales are set here).
+Result<KernelStep> lower_small(QuantWeight w, uint32_t k, bool tensor_cores) {
   std::mt19937 brng(3);
   const auto d = device_batch(make_batch({2}, {0}, 50, brng), kBucket);
-  DeviceBuffer xd = to_device(std::vector<float>(size_t{kBucket.tokens} * 64, 0.0f));
+  DeviceBuffer xd = to_device(std::vector<float>(size_t{kBucket.tokens} * k, 0.0f));
   DeviceBuffer yd = to_device(std::vector<float>(size_t{kBucket.tokens} * 8, 0.0f));
-  DeviceBuffer codes = to_device(std::vector<uint8_t>(8 * 64, 0));
-  DeviceBuffer scales = to_device(std::vector<uint16_t>(8 * 4, 0));
-  QuantWeight w;
+  DeviceBuffer codes = to_device(std::vector<uint8_t>(size_t{8} * k, 0));
+  DeviceBuffer scales = to_device(std::vector<uint16_t>(size_t{8} * k / 16, 0));
   w.codes = codes.data();
   w.scales = scales.as<const uint16_t>();
+  return qgemm_step(d->ctx, make_loc(xd, ir::Rows::kTokens, k, Dt::kF32, "x"), w, nullptr, kernels::kActNone, false,
+                    make_loc(yd, ir::Rows::kTokens, 8, Dt::kF32, "y"), tensor_cores);
+}
+
+TEST_P(QGemmTest, RefusesGroupsTheKernelCannotRead) {
+  QuantWeight w;
   w.bits = 8;
   w.group = 16;
-  const auto step = qgemm_step(d->ctx, make_loc(xd, ir::Rows::kTokens, 64, Dt::kF32, "x"), w, nullptr,
-                               kernels::kActNone, false, make_loc(yd, ir::Rows::kTokens, 8, Dt::kF32, "y"),
-                               tensor_cores());
+  const auto step = lower_small(w, 64, tensor_cores());
   ASSERT_FALSE(step.ok());
   EXPECT_EQ(step.error().message(),
             "qgemm: 'x' (tokens × 64 f32) into 'y' (tokens × 8 f32) (int8 codes, groups of 16): bits 8 or 4, a group "
             "that is a multiple of 32 and divides k");
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, QGemmTest, ::testing::Bool(),
-                         [](const auto& p) { return p.param ? std::string("TensorCores") : std::string("CudaCores"); });
+// Codes in the tensor-core layout run on the tensor-core kernel only, with K slices of whole 16-byte words,
+// and need k the words can hold.
+TEST_P(QGemmTest, PackedCodesNeedTheTensorCoreKernel) {
+  QuantWeight w;
+  w.bits = 4;
+  w.group = 32;
+  w.packed = true;
+  const auto step = lower_small(w, 384, tensor_cores());
+  if (tensor_cores()) {
+    ASSERT_TRUE(step.ok()) << step.error().message();
+    const auto& args = std::get<kernels::QGemmTcArgs>(step->args);
+    EXPECT_EQ(args.packed, 1u);
+    EXPECT_EQ(args.splits, 2u);
+    EXPECT_EQ(args.slice_chunks, 8u);  // 12 chunks in two slices of 6, rounded up to whole words of 4 chunks
+    const auto short_k = lower_small(w, 96, true);
+    ASSERT_FALSE(short_k.ok());
+    EXPECT_NE(short_k.error().message().find("need k a multiple of 128"), std::string::npos)
+        << short_k.error().message();
+  } else {
+    ASSERT_FALSE(step.ok());
+    EXPECT_NE(step.error().message().find("codes in the tensor-core layout need the tensor-core kernel"),
+              std::string::npos)
+        << step.error().message();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, QGemmTest,
+                         ::testing::Values(Path::kCudaCores, Path::kTensorCores, Path::kTensorCoresPacked),
+                         [](const auto& p) {
+                           return p.param == Path::kCudaCores     ? std::string("CudaCores")
+                                  : p.param == Path::kTensorCores ? std::string("TensorCores")
+                                                                  : std::string("TensorCoresPacked");
+                         });
 
 }  // namespace
 }  // namespace tandem::cuda::test
