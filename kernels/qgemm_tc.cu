@@ -199,8 +199,8 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
     for (unsigned c = c_begin; c < c_end; c += kUnroll) {
       Codes<kBits> wa[kUnroll] = {}, wb[kUnroll] = {};
       if constexpr (kPacked) {
-        // INVARIANT: lowering checked that slices hold whole 16-byte groups (c_begin and c_end multiples of
-        // 16 / kBits), so a group is in the slice or out of it.
+        // INVARIANT: lowering checked k (a multiple of 32 · 16 / kBits) and rounded the slices up to whole
+        // 16-byte words, so c_begin and c_end are multiples of 16 / kBits: a word is in the slice or out of it.
         constexpr unsigned kPer = 16 / kBits;
 #pragma unroll
         for (unsigned u = 0; u < kUnroll; u += kPer) {
