@@ -39,6 +39,7 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_FUSE_QKV", "0")) o.fuse_qkv_prep = false;
   if (env_is("TANDEM_CUDA_STREAM_GEMM", "1")) o.stream_gemm = true;
   if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
+  if (env_is("TANDEM_CUDA_QGEMM_PACKED", "1")) o.qgemm_packed = true;
   if (const char* v = std::getenv("TANDEM_CUDA_SPLIT_CTAS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
@@ -108,7 +109,9 @@ class CudaBackend final : public ir::Backend {
 
   Result<std::unique_ptr<ir::Weights>> upload(const WeightSource& source,
                                               std::span<const ir::Graph* const> graphs) override {
-    TANDEM_ASSIGN(auto w, upload_weights(*device_, source, graphs, options_.precision));
+    // Packed codes only where lowering runs the tensor-core kernel (sm_80+, lower.cpp's QGemm).
+    const bool pack = options_.qgemm_packed && device_->info().cc_major >= 8;
+    TANDEM_ASSIGN(auto w, upload_weights(*device_, source, graphs, options_.precision, pack));
     return std::unique_ptr<ir::Weights>(std::move(w));
   }
 

@@ -475,6 +475,7 @@ Status Lowering::lower(size_t i, const ir::QGemm& op) {
   q.scale_bf16 = s->raw_dtype == DType::kBF16;
   q.bits = op.bits;
   q.group = op.group;
+  q.packed = w->raw_packed;
   unsigned act = kernels::kActNone;
   bool accumulate = false;
   switch (op.epilogue) {

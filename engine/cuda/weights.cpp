@@ -6,6 +6,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/cuda/check_impl.h"
+#include "engine/cuda/qgemm_layout.h"
 
 namespace tandem::cuda {
 namespace {
@@ -15,6 +16,7 @@ constexpr size_t kChunk = size_t{1} << 22;  // elements converted per host pass
 struct Need {
   const ir::WeightRef* ref = nullptr;
   bool f32 = false, half = false, raw = false;
+  uint32_t code_bits = 0;  // a QGemm's codes: their bits (the tensor-core layout needs them)
 };
 
 // Which weights the graphs read, and in which element types.
@@ -24,9 +26,11 @@ Result<std::map<std::string, Need>> collect(std::span<const ir::Graph* const> gr
     std::vector<bool> gemm_weight(g->weights.size(), false);
     std::vector<bool> other_use(g->weights.size(), false);
     std::vector<bool> raw_use(g->weights.size(), false);  // a QGemm's codes and scales
+    std::vector<uint32_t> code_bits(g->weights.size(), 0);
     for (const ir::Op& op : g->ops) {
       if (const auto* q = std::get_if<ir::QGemm>(&op)) {
         raw_use[q->w.index] = true;
+        code_bits[q->w.index] = q->bits;
         raw_use[q->scales.index] = true;
         if (q->b) other_use[q->b->index] = true;
       }
@@ -62,6 +66,7 @@ Result<std::map<std::string, Need>> collect(std::span<const ir::Graph* const> gr
       const bool gemm_half = gemm_weight[i] && precision != ir::Precision::kF32;
       n.half = n.half || gemm_half;
       n.raw = n.raw || raw_use[i];
+      if (code_bits[i] != 0) n.code_bits = code_bits[i];
       n.f32 = n.f32 || other_use[i] || (gemm_weight[i] && !gemm_half);
     }
   }
@@ -95,8 +100,10 @@ uint64_t numel(const std::vector<uint64_t>& shape) {
   return n;
 }
 
-// The parts' bytes as stored, stacked into t.raw: every part of one dtype.
-Status upload_raw(const Device& device, const std::string& name, const std::vector<TensorView>& views, DeviceTensor& t) {
+// The parts' bytes as stored, stacked into t.raw: every part of one dtype. With pack_bits (a QGemm's codes whose
+// k the tensor-core layout holds), each part's columns go up in that layout instead (t.raw_packed).
+Status upload_raw(const Device& device, const std::string& name, const std::vector<TensorView>& views, uint32_t pack_bits,
+                  DeviceTensor& t) {
   uint64_t bytes = 0;
   for (const TensorView& v : views) {
     if (v.dtype != views.front().dtype) {
@@ -106,29 +113,41 @@ Status upload_raw(const Device& device, const std::string& name, const std::vect
     bytes += v.numel() * dtype_size(v.dtype);
   }
   t.raw_dtype = views.front().dtype;
-  TANDEM_ASSIGN(t.raw, DeviceBuffer::make(bytes, "weight " + name + " (as stored)"));
+  const uint64_t k = pack_bits == 0 || views.front().shape.size() != 2 ? 0 : views.front().shape[1] * 8 / pack_bits;
+  const bool pack = k != 0 && k <= UINT32_MAX && k % (32 * qgemm_tc_pack_chunks(pack_bits)) == 0;
+  TANDEM_ASSIGN(t.raw, DeviceBuffer::make(bytes, "weight " + name + (pack ? " (tensor-core layout)" : " (as stored)")));
   uint64_t at = 0;
+  std::vector<std::vector<uint8_t>> packed;  // the host copies, alive until the stream drains
   for (const TensorView& v : views) {
     const uint64_t n = v.numel() * dtype_size(v.dtype);
-    // INVARIANT: the parts' bytes sum to the buffer's size (counted above); the checkpoint's mapping
-    // outlives the copy, which is drained before returning.
+    const void* from = v.data;
+    if (pack && n > 0) {
+      auto p = pack_qgemm_tc_codes({static_cast<const uint8_t*>(v.data), n}, static_cast<uint32_t>(v.shape[0]),
+                                   static_cast<uint32_t>(k), pack_bits);
+      if (!p.ok()) return std::move(p).error().context("weight " + name);
+      packed.push_back(std::move(p).value());
+      from = packed.back().data();
+    }
+    // INVARIANT: the parts' bytes sum to the buffer's size (counted above; packing keeps each part's size);
+    // the checkpoint's mapping and the packed copies outlive the copy, which is drained before returning.
     if (n > 0) {
-      TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.raw.as<unsigned char>() + at, v.data, n, cudaMemcpyHostToDevice,
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(t.raw.as<unsigned char>() + at, from, n, cudaMemcpyHostToDevice,
                                         device.stream()));
     }
     at += n;
   }
+  t.raw_packed = pack;
   return device.synchronize();
 }
 
 Status upload_one(const Device& device, const WeightSource& source, const Need& need, ir::Precision precision,
-                  DeviceTensor& t) {
+                  bool pack_qgemm_codes, DeviceTensor& t) {
   const bool bf16 = precision == ir::Precision::kBF16;
   const std::string name = need.ref->name();
   TANDEM_ASSIGN(std::vector<TensorView> views, parts_of(source, *need.ref));
   const uint64_t total = numel(need.ref->shape);
   t.shape = need.ref->shape;
-  if (need.raw) TANDEM_TRY(upload_raw(device, name, views, t));
+  if (need.raw) TANDEM_TRY(upload_raw(device, name, views, pack_qgemm_codes ? need.code_bits : 0, t));
   if (!need.f32 && !need.half) return {};
   if (need.f32) {
     TANDEM_ASSIGN(t.f32, DeviceBuffer::make(total * 4, "weight " + name));
@@ -172,6 +191,12 @@ size_t CudaWeights::bytes() const {
   return total;
 }
 
+size_t CudaWeights::packed_codes() const {
+  size_t n = 0;
+  for (const auto& [name, t] : tensors_) n += t.raw_packed ? 1 : 0;
+  return n;
+}
+
 const DeviceTensor* CudaWeights::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
@@ -179,7 +204,7 @@ const DeviceTensor* CudaWeights::find(const std::string& name) const {
 
 Result<std::unique_ptr<CudaWeights>> upload_weights(const Device& device, const WeightSource& source,
                                                     std::span<const ir::Graph* const> graphs,
-                                                    ir::Precision precision) {
+                                                    ir::Precision precision, bool pack_qgemm_codes) {
   TANDEM_TRY(device.activate());
   TANDEM_ASSIGN(auto needs, collect(graphs, precision));
   auto out = std::make_unique<CudaWeights>();
@@ -187,7 +212,7 @@ Result<std::unique_ptr<CudaWeights>> upload_weights(const Device& device, const 
   out->precision_ = precision;
   for (const auto& [name, need] : needs) {
     DeviceTensor t;
-    auto st = upload_one(device, source, need, precision, t);
+    auto st = upload_one(device, source, need, precision, pack_qgemm_codes, t);
     if (!st.ok()) return std::move(st).error().context("uploading weights to " + device.info().describe());
     out->tensors_.emplace(name, std::move(t));
   }

@@ -24,11 +24,13 @@ struct DeviceTensor {
   DeviceBuffer half;  // empty unless a 16-bit GEMM reads it: FP16 or BF16, as the backend's precision
   DeviceBuffer raw;   // empty unless a QGemm reads it: the parts' bytes as stored, of dtype raw_dtype
   DType raw_dtype = DType::kF32;
+  bool raw_packed = false;  // raw holds a QGemm's codes in the tensor-core layout (qgemm_layout.h)
 };
 
 class CudaWeights final : public ir::Weights {
  public:
   size_t bytes() const override;  // every device buffer of every weight
+  size_t packed_codes() const;    // the QGemm code tensors uploaded in the tensor-core layout
   // By WeightRef::name(); null when the graph's weight was not uploaded.
   const DeviceTensor* find(const std::string& name) const;
   ir::Precision precision() const { return precision_; }
@@ -37,14 +39,15 @@ class CudaWeights final : public ir::Weights {
  private:
   friend Result<std::unique_ptr<CudaWeights>> upload_weights(const Device& device, const WeightSource& source,
                                                              std::span<const ir::Graph* const> graphs,
-                                                             ir::Precision precision);
+                                                             ir::Precision precision, bool pack_qgemm_codes);
   const Device* device_ = nullptr;
   ir::Precision precision_ = ir::Precision::kF32;
   std::map<std::string, DeviceTensor> tensors_;
 };
 
+// pack_qgemm_codes: a QGemm's codes go up in the tensor-core layout where its k allows (qgemm_layout.h).
 Result<std::unique_ptr<CudaWeights>> upload_weights(const Device& device, const WeightSource& source,
                                                     std::span<const ir::Graph* const> graphs,
-                                                    ir::Precision precision);
+                                                    ir::Precision precision, bool pack_qgemm_codes = false);
 
 }  // namespace tandem::cuda

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cuda/weights_impl.h"
 #include "engine/io/safetensors.h"
 #include "engine/models/dflash/dflash_model.h"
 #include "tests/engine/cuda/gpu_test_util.h"
@@ -43,9 +44,10 @@ json load_reference() {
   return json::parse(f, nullptr, /*allow_exceptions=*/false);
 }
 
-std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision) {
+std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_codes = false) {
   CudaOptions o;
   o.precision = precision;
+  o.qgemm_packed = packed_codes;
   auto b = make_cuda_backend(o);
   EXPECT_TRUE(b.ok()) << b.error().message();
   return b.ok() ? std::move(b).value() : nullptr;
@@ -78,6 +80,7 @@ double compare(const ir::Tensor2& got, const ir::Tensor2& want, double tol, bool
 struct Drafted {
   BlockOut out;
   bool ok = false;
+  size_t packed_codes = 0;  // CUDA: the code tensors uploaded in the tensor-core layout
 };
 
 Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std::string& target_dir, const json& c,
@@ -103,6 +106,7 @@ Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std
   if (!st.ok()) return d;
   d.out = std::move(out[0]);
   d.ok = true;
+  if (const auto* w = dynamic_cast<const CudaWeights*>(&(*drafter)->weights())) d.packed_codes = w->packed_codes();
   return d;
 }
 
@@ -151,6 +155,36 @@ TEST(CudaQuantDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackendsQuantizedDra
         }
         std::cerr << v.name << " at " << ir::to_string(p) << ": worst logits error " << worst_logits
                   << ", selector " << worst_selector << "\n";
+      }
+    }
+  }
+}
+
+// TANDEM_CUDA_QGEMM_PACKED's path (CudaOptions::qgemm_packed): the codes go up in the tensor-core layout and
+// the block logits and selector rows still match the CPU backend's quantized drafter, at the bounds above.
+TEST(CudaQuantDrafter, CodesInTheTensorCoreLayoutMatchTheCpuBackend) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_reference();
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
+  auto cpu = cpu::make_cpu_backend(2);
+  const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
+  auto cuda = cuda_backend(p, true);
+  ASSERT_NE(cuda, nullptr);
+  for (const json& m : ref["drafters"]) {
+    const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
+    for (Quantization q : {Quantization::kInt8, Quantization::kInt4}) {
+      const json& c = m["cases"][0];
+      const std::string what = fmt::format("{} {} packed at {}", m["dir"].get<std::string>(), models::dflash::to_string(q),
+                                           ir::to_string(p));
+      const Drafted want = settle_and_draft(*cpu, dir, target_dir, c, q);
+      const Drafted got = settle_and_draft(*cuda, dir, target_dir, c, q);
+      ASSERT_TRUE(want.ok && got.ok) << what;
+      EXPECT_GT(got.packed_codes, 0u) << what << ": no code tensor went up packed";
+      const bool by_row = p != ir::Precision::kF32;
+      compare(got.out.logits, want.out.logits, tolerance(p), by_row, what + " logits");
+      if (m["version"].get<uint32_t>() == 2) {
+        compare(got.out.selector, want.out.selector, tolerance(p), by_row, what + " selector rows");
       }
     }
   }
