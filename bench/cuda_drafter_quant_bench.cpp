@@ -47,7 +47,6 @@ struct Args {
   int reps = 50;
 };
 
-
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "cuda_drafter_quant_bench: %s\n", what.c_str());
   std::exit(1);

@@ -1,8 +1,6 @@
 // The tensor-core layout of quantized codes (qgemm_layout.h).
 #include "engine/cuda/qgemm_layout.h"
 
-#include <cstring>
-
 namespace tandem::cuda {
 namespace {
 
@@ -20,7 +18,7 @@ Result<std::vector<uint8_t>> pack_qgemm_tc_codes(std::span<const uint8_t> codes,
                                                  uint32_t bits) {
   if (bits != 8 && bits != 4) return Error::make(ErrorKind::kInvalidArgument, "packing int{} codes: 8 or 4 bits", bits);
   const uint32_t per = qgemm_tc_pack_chunks(bits);
-  if (k == 0 || k % (32 * per) != 0) {
+  if (!qgemm_tc_packable(k, bits)) {
     return Error::make(ErrorKind::kInvalidArgument,
                        "packing int{} codes: k {} is not a multiple of {} (the 16-byte words of the tensor-core "
                        "layout hold {} chunks of 32)",

@@ -14,6 +14,11 @@ namespace tandem::cuda {
 // Chunks (32 k) one 16-byte word of a lane holds: 4 for int4, 2 for int8.
 constexpr uint32_t qgemm_tc_pack_chunks(uint32_t bits) { return 16 / bits; }
 
+// Whether the layout holds codes of `bits` (8 or 4) over `k`: k a whole number of 16-byte words a lane.
+constexpr bool qgemm_tc_packable(uint64_t k, uint32_t bits) {
+  return (bits == 8 || bits == 4) && k != 0 && k % (32 * qgemm_tc_pack_chunks(bits)) == 0;
+}
+
 // Per column, per group of qgemm_tc_pack_chunks chunks, per lane t (0..3, k0 = 32c + 8t of each chunk): 16
 // bytes, chunk by chunk, each chunk's 8 codes in the order the mma pairs them (int4: nibbles k0, k2, k4, k6, k1,
 // k3, k5, k7 from the low one; int8: bytes k0, k2, k1, k3, k4, k6, k5, k7), so that the kernel's decode, which

@@ -128,7 +128,7 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
     GemmDecodeSplit split = gemm_decode_split(x.width, out.width);
     if (w.packed) {  // slices of whole 16-byte words (the last ones may come out empty): still (k, cols) alone
       const uint32_t per = qgemm_tc_pack_chunks(w.bits);
-      if (x.width % (32 * per) != 0) {
+      if (!qgemm_tc_packable(x.width, w.bits)) {
         return mismatch("qgemm", fmt::format("{}: codes in the tensor-core layout need k a multiple of {}", what,
                                              32 * per));
       }

@@ -19,23 +19,6 @@ namespace tandem::cuda {
 namespace {
 
 constexpr uint32_t kGroup = 64;  // a load-time quantization's group (dflash_quant.h kLoadGroupSize)
-constexpr size_t kRotateBytes = size_t{320} << 20;  // > the H100's and H200's 50 MB L2, several times over
-constexpr size_t kMaxCopies = 32;
-
-size_t copies_for(size_t bytes) { return std::clamp<size_t>((kRotateBytes + bytes - 1) / bytes, 1, kMaxCopies); }
-
-// `copies` device buffers holding `first`'s bytes (the first is `first` itself).
-Result<std::vector<DeviceBuffer>> rotation(const Device& device, DeviceBuffer first, size_t bytes, size_t copies) {
-  std::vector<DeviceBuffer> out;
-  out.push_back(std::move(first));
-  for (size_t i = 1; i < copies; ++i) {
-    TANDEM_ASSIGN(DeviceBuffer c, DeviceBuffer::make(bytes, "a study weight copy"));
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.data(), out[0].data(), bytes, cudaMemcpyDeviceToDevice, device.stream()));
-    out.push_back(std::move(c));
-  }
-  TANDEM_TRY(device.synchronize());
-  return out;
-}
 
 Result<std::vector<float>> download_bf16(const Device& device, const DeviceBuffer& b, size_t n) {
   TANDEM_ASSIGN(const std::vector<unsigned char> bytes, download_bytes(device, b, n * 2));
@@ -72,17 +55,20 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
     for (uint16_t& s : scale_bits) s = float_to_half(scale(rng) / (bits == 8 ? 127.0f : 7.0f) / std::sqrt(float(k)));
     std::vector<uint8_t> code_bytes(size_t{cols} * k * bits / 8);
     for (uint8_t& c : code_bytes) c = static_cast<uint8_t>(rng());
-    const size_t copies = copies_for(code_bytes.size() + scale_bits.size() * 2);
+    // Codes and scales rotate together (copy i of each), counted as one weight.
+    const size_t weight_bytes = code_bytes.size() + scale_bits.size() * 2, copies = rotation_copies(weight_bytes);
     TANDEM_ASSIGN(DeviceBuffer codes0, upload_vector(device, code_bytes, "study codes"));
     TANDEM_ASSIGN(DeviceBuffer scales0, upload_vector(device, scale_bits, "study scales"));
-    TANDEM_ASSIGN(const std::vector<DeviceBuffer> codes, rotation(device, std::move(codes0), code_bytes.size(), copies));
+    TANDEM_ASSIGN(const std::vector<DeviceBuffer> codes,
+                  rotation(device, std::move(codes0), code_bytes.size(), copies));
     TANDEM_ASSIGN(const std::vector<DeviceBuffer> scales,
                   rotation(device, std::move(scales0), scale_bits.size() * 2, copies));
-    // The same codes in the tensor-core layout (qgemm_layout.h), where the shape allows it.
+    // The same codes in the tensor-core layout (qgemm_layout.h), where k allows it.
     std::vector<DeviceBuffer> packed;
-    if (auto p = pack_qgemm_tc_codes(code_bytes, cols, k, bits); p.ok()) {
-      TANDEM_ASSIGN(DeviceBuffer packed0, upload_vector(device, *p, "study packed codes"));
-      TANDEM_ASSIGN(packed, rotation(device, std::move(packed0), code_bytes.size(), copies));
+    if (qgemm_tc_packable(k, bits)) {
+      TANDEM_ASSIGN(const std::vector<uint8_t> p, pack_qgemm_tc_codes(code_bytes, cols, k, bits));
+      TANDEM_ASSIGN(DeviceBuffer packed0, upload_vector(device, p, "study packed codes"));
+      TANDEM_ASSIGN(packed, rotation(device, std::move(packed0), p.size(), copies));
     }
     std::vector<float> first;
     enum class Kernel { kCudaCores, kTensorCores, kTensorCoresPacked };
@@ -90,7 +76,6 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
       const bool tc = kind != Kernel::kCudaCores, pack = kind == Kernel::kTensorCoresPacked;
       if (pack && packed.empty()) continue;
       std::vector<KernelStep> steps;  // one per weight copy
-      std::string refused;
       for (size_t i = 0; i < copies; ++i) {
         QuantWeight w;
         w.codes = pack ? packed[i].data() : codes[i].data();
@@ -98,21 +83,14 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
         w.bits = bits;
         w.group = kGroup;
         w.packed = pack;
-        auto step = qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false, bf16_loc(y, cols, "y"),
-                               tc);
-        if (!step.ok() && pack) {  // a K split of part words: the packed layout does not run this shape
-          refused = step.error().message();
-          break;
-        }
-        if (!step.ok()) return std::move(step).error();
-        step->label = fmt::format("qgemm int{} {}", bits,
-                                  pack ? "tensor cores packed" : tc ? "tensor cores" : "cuda cores");
-        steps.push_back(std::move(step).value());
+        TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
+                                                  bf16_loc(y, cols, "y"), tc));
+        step.label = fmt::format("qgemm int{} {}", bits, pack ? "tensor cores packed" : tc ? "tensor cores" : "cuda cores");
+        steps.push_back(std::move(step));
       }
-      if (!refused.empty()) continue;
       QGemmStudy st;
       st.kernel = steps.front().label;
-      st.weight_bytes = static_cast<double>(code_bytes.size() + scale_bits.size() * 2);
+      st.weight_bytes = static_cast<double>(weight_bytes);
       size_t next = 0;
       TANDEM_ASSIGN(st.median_us, median_us(device, [&] {
         return launch(modules, steps[next++ % steps.size()], device.stream());
@@ -136,7 +114,7 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
   const size_t dense_bytes = size_t{cols} * k * 2;
   TANDEM_ASSIGN(DeviceBuffer dense0, random_device_buffer(device, size_t{cols} * k, Dt::kBF16, 0.02f, rng));
   TANDEM_ASSIGN(const std::vector<DeviceBuffer> dense,
-                rotation(device, std::move(dense0), dense_bytes, copies_for(dense_bytes)));
+                rotation(device, std::move(dense0), dense_bytes, rotation_copies(dense_bytes)));
   std::vector<KernelStep> steps;
   for (const DeviceBuffer& d : dense) {
     TANDEM_ASSIGN(KernelStep step, gemm_decode_step(ctx, bf16_loc(x, k, "x"), bf16_loc(y, cols, "y"), d.data(),

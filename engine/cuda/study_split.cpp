@@ -17,8 +17,6 @@
 namespace tandem::cuda {
 namespace {
 
-constexpr size_t kRotateBytes = size_t{320} << 20;  // > the H200's 50 MB L2, several times over
-constexpr size_t kMaxCopies = 32;
 constexpr size_t kStudyWorkspace = size_t{512} << 20;
 constexpr int kSplits[] = {2, 3, 4, 6, 8, 12, 16};
 
@@ -109,15 +107,9 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
   const size_t out_bytes = size_t{top} * shape.n * dt_size(shape.out);
   std::mt19937 rng(31);
   Operands o;
-  const size_t copies = std::clamp<size_t>((kRotateBytes + w_bytes - 1) / w_bytes, 1, kMaxCopies);
   TANDEM_ASSIGN(DeviceBuffer first, random_device_buffer(device, size_t{shape.n} * shape.k, shape.ab,
                                                          1.0f / std::sqrt(static_cast<float>(shape.k)), rng));
-  o.w.push_back(std::move(first));
-  for (size_t i = 1; i < copies; ++i) {  // device-to-device copies: the bits do not matter, the bytes do
-    TANDEM_ASSIGN(DeviceBuffer c, DeviceBuffer::make(w_bytes, "a study weight copy"));
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.data(), o.w[0].data(), w_bytes, cudaMemcpyDeviceToDevice, device.stream()));
-    o.w.push_back(std::move(c));
-  }
+  TANDEM_ASSIGN(o.w, rotation(device, std::move(first), w_bytes, rotation_copies(w_bytes)));
   TANDEM_ASSIGN(o.a, random_device_buffer(device, size_t{top} * shape.k, shape.ab, 1.0f, rng));
   TANDEM_ASSIGN(o.out, DeviceBuffer::make(out_bytes, "a study output"));
   TANDEM_ASSIGN(o.bias, random_device_buffer(device, shape.n, Dt::kF32, 0.1f, rng));

@@ -55,4 +55,22 @@ Result<StudyBatch> one_sequence(const Device& device, uint32_t rows) {
   return study_batch(device, batch, ir::Bucket{rows, 1, 1});
 }
 
+size_t rotation_copies(size_t bytes) {
+  constexpr size_t kRotateBytes = size_t{320} << 20;  // > the H100's and H200's 50 MB L2, several times over
+  constexpr size_t kMaxCopies = 32;
+  return std::clamp<size_t>((kRotateBytes + bytes - 1) / std::max<size_t>(bytes, 1), 1, kMaxCopies);
+}
+
+Result<std::vector<DeviceBuffer>> rotation(const Device& device, DeviceBuffer first, size_t bytes, size_t copies) {
+  std::vector<DeviceBuffer> out;
+  out.push_back(std::move(first));
+  for (size_t i = 1; i < copies; ++i) {
+    TANDEM_ASSIGN(DeviceBuffer c, DeviceBuffer::make(bytes, "a study weight copy"));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.data(), out[0].data(), bytes, cudaMemcpyDeviceToDevice, device.stream()));
+    out.push_back(std::move(c));
+  }
+  TANDEM_TRY(device.synchronize());
+  return out;
+}
+
 }  // namespace tandem::cuda

@@ -24,6 +24,12 @@ Result<DeviceBuffer> upload_vector(const Device& device, const std::vector<T>& h
 // The first `bytes` of a device buffer on the host (counted as the device's device-to-host traffic).
 Result<std::vector<unsigned char>> download_bytes(const Device& device, const DeviceBuffer& b, size_t bytes);
 
+// A weight read once per launch, as a decode step reads each matrix: how many copies of `bytes` together exceed
+// the L2 several times over (320 MB; at most 32), and `copies` buffers of `first`'s `bytes`, the first being
+// `first` itself (the others device-to-device copies of it: the bits do not matter, the bytes do).
+size_t rotation_copies(size_t bytes);
+Result<std::vector<DeviceBuffer>> rotation(const Device& device, DeviceBuffer first, size_t bytes, size_t copies);
+
 // Token rows of `width` elements of `type` at the start of `b`.
 Loc token_loc(const DeviceBuffer& b, uint32_t width, Dt type, const char* name);
 

@@ -114,7 +114,7 @@ Status upload_raw(const Device& device, const std::string& name, const std::vect
   }
   t.raw_dtype = views.front().dtype;
   const uint64_t k = pack_bits == 0 || views.front().shape.size() != 2 ? 0 : views.front().shape[1] * 8 / pack_bits;
-  const bool pack = k != 0 && k <= UINT32_MAX && k % (32 * qgemm_tc_pack_chunks(pack_bits)) == 0;
+  const bool pack = k <= UINT32_MAX && qgemm_tc_packable(k, pack_bits);
   TANDEM_ASSIGN(t.raw, DeviceBuffer::make(bytes, "weight " + name + (pack ? " (tensor-core layout)" : " (as stored)")));
   uint64_t at = 0;
   std::vector<std::vector<uint8_t>> packed;  // the host copies, alive until the stream drains
