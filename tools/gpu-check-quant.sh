@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The quantized drafter's figures on the GPU machine (issue 14), in one call of under 10 minutes:
+#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts and the dense decode GEMM on the
+#     Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights rotated past the L2;
+#  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores, checkpoint layout and packed layout
+#     (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed, so
+#     --launch-skip 19 and 27 are int4's fourth launch of each; NO_NCU=1 skips it);
+#  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, once with the checkpoint layout and once
+#     with TANDEM_CUDA_QGEMM_PACKED=1 (SPEC_BATCHES overrides the batches).
+# At most 8 files come back from a call, so everything lands in six: quant.log (the summary, printed last),
+# kernels.json, ncu.txt, spec-ckpt.json, spec-packed.json, build.log.
+#   OUT=$OUT ./tools/gpu-check-quant.sh
+. "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
+LOG=$OUT/quant.log
+: > "$LOG"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$LOG" 2>&1
+say "configure + build"
+{ cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF &&
+  timeout 300 cmake --build "$BUILD" -j"$(nproc)" --target cuda_drafter_quant_bench cuda_spec_bench; } \
+  > "$OUT/build.log" 2>&1 || { say "build failed"; grep -E "error" "$OUT/build.log" | head -20 | tee -a "$LOG"; exit 1; }
+say "built"
+
+timeout 120 "$BUILD/bench/cuda_drafter_quant_bench" --kernels > "$OUT/kernels.json" 2>> "$LOG"
+say "kernel study rc $?"
+
+if [ -z "${NO_NCU:-}" ]; then
+  : > "$OUT/ncu.txt"
+  for skip in 19 27; do
+    echo "=== launch-skip $skip ($([ $skip = 19 ] && echo 'int4 tensor cores' || echo 'int4 tensor cores packed'))" \
+      >> "$OUT/ncu.txt"
+    timeout 90 ncu --clock-control none --kernel-name regex:qgemm_tc --launch-skip "$skip" --launch-count 1 \
+      --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+      --section SpeedOfLight --section LaunchStats --section Occupancy \
+      "$BUILD/bench/cuda_drafter_quant_bench" --kernels --kernel-shape 4096,4096 --kernel-rows 16 --reps 5 \
+      >> "$OUT/ncu.txt" 2>&1
+    say "ncu (skip $skip) rc $?"
+  done
+fi
+
+for layout in ckpt packed; do
+  LEFT=$(( 560 - $(elapsed) ))
+  [ "$LEFT" -gt 60 ] || { say "no time left for the $layout round"; break; }
+  [ "$layout" = packed ] && LEFT=$(( LEFT - 10 ))
+  say "cuda_spec_bench, $layout layout (up to $LEFT s)"
+  env $([ "$layout" = packed ] && echo TANDEM_CUDA_QGEMM_PACKED=1) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
+    --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 --json "$OUT/spec-$layout.json" \
+    > /dev/null 2>> "$LOG"
+  say "cuda_spec_bench $layout rc $?"
+done
+
+python3 - "$OUT" <<'PY' | tee -a "$LOG"
+import json, os, sys
+out = sys.argv[1]
+def load(n):
+    try:
+        return json.load(open(os.path.join(out, n)))
+    except Exception:
+        return {}
+k = load("kernels.json").get("kernels", [])
+for e in k:
+    ks = {q["kernel"]: q["median_us"] for q in e.get("kernels", [])}
+    dense = ks.get("dense bf16 decode GEMM")
+    line = f"{e.get('shape', '?'):>14} rows {e.get('rows', '?'):>4}"
+    for name in ("qgemm int4 tensor cores", "qgemm int4 tensor cores packed", "qgemm int8 tensor cores",
+                 "qgemm int8 tensor cores packed", "dense bf16 decode GEMM"):
+        if name in ks:
+            rel = f" ({ks[name] / dense:.2f}x)" if dense and name != "dense bf16 decode GEMM" else ""
+            line += f" | {name.replace('qgemm ', '').replace('tensor cores', 'tc')} {ks[name]:.1f}{rel}"
+    print(line)
+for layout in ("ckpt", "packed"):
+    s = load(f"spec-{layout}.json")
+    for name, d in s.get("drafters", {}).items():
+        if "refused" in d:
+            print(f"{layout:6} {name:10} refused: {d['refused'][:160]}")
+        for b, runs in d.get("batches", {}).items():
+            for a, r in runs.items():
+                if "skipped" in r:
+                    continue
+                print(f"{layout:6} {name:10} batch {b} accept {a}: draft {r['draft_ms']:.3f} ms, settle "
+                      f"{r['settle_ms']:.3f}, verify {r['verify_ms']:.3f}, round {r['round_ms']:.3f}, "
+                      f"{r['tokens_per_s']:,.1f} tok/s")
+PY
+say "done"
