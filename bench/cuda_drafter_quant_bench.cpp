@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/cli_values.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/study_impl.h"
 #include "engine/models/dflash/dflash_model.h"
@@ -52,22 +53,9 @@ struct Args {
   std::exit(1);
 }
 
-// "1,16,128" as counts in 1..2^20.
-std::vector<uint32_t> counts(const std::string& flag, const std::string& text) {
-  std::vector<uint32_t> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, end - at);
-    char* stop = nullptr;
-    const unsigned long v = std::strtoul(item.c_str(), &stop, 10);
-    if (item.empty() || *stop != '\0' || v == 0 || v > (1u << 20)) {
-      die(flag + ": '" + item + "' is not a count in 1..1048576 (a comma-separated list)");
-    }
-    out.push_back(static_cast<uint32_t>(v));
-    at = end + 1;
-  }
-  return out;
+template <typename T>
+T value_or_die(Result<T> r) {
+  return value_or_exit("cuda_drafter_quant_bench", std::move(r));
 }
 
 double median(std::vector<double> v) {
@@ -164,29 +152,25 @@ int main(int argc, char** argv) {
     } else if (s == "--target" && more) {
       a.target = argv[++i];
     } else if (s == "--block" && more) {
-      a.block = static_cast<uint32_t>(std::stoul(argv[++i]));
+      a.block = bench::value_or_die(bench::count(s, argv[++i], 16));
     } else if (s == "--rounds" && more) {
-      a.rounds = std::max(1u, static_cast<uint32_t>(std::stoul(argv[++i])));
+      a.rounds = bench::value_or_die(bench::count(s, argv[++i]));
     } else if (s == "--context" && more) {
-      a.context = static_cast<uint32_t>(std::stoul(argv[++i]));
+      a.context = bench::value_or_die(bench::count(s, argv[++i]));
     } else if (s == "--batch" && more) {  // one batch instead of 1, 8 and 32
-      a.batches = {std::max(1u, static_cast<uint32_t>(std::stoul(argv[++i])))};
+      a.batches = {bench::value_or_die(bench::count(s, argv[++i]))};
     } else if (s == "--kernels") {
       a.kernels = true;
     } else if (s == "--kernel-shape" && more) {  // K,COLS
-      const std::vector<uint32_t> kc = bench::counts(s, argv[++i]);
-      if (kc.size() != 2) bench::die("--kernel-shape: K,COLS (two counts)");
+      const std::vector<uint32_t> kc = bench::value_or_die(bench::counts_of(s, argv[++i], 2));
       a.kernel_k = kc[0];
       a.kernel_cols = kc[1];
     } else if (s == "--kernel-rows" && more) {
-      a.kernel_rows = bench::counts(s, argv[++i]);
+      a.kernel_rows = bench::value_or_die(bench::count_list(s, argv[++i]));
     } else if (s == "--reps" && more) {
-      const std::vector<uint32_t> n = bench::counts(s, argv[++i]);
-      if (n.size() != 1) bench::die("--reps: one count");
-      a.reps = static_cast<int>(n.front());
+      a.reps = static_cast<int>(bench::value_or_die(bench::count(s, argv[++i], 100000)));
     } else if (s == "--precision" && more) {
-      const std::string p = argv[++i];
-      a.precision = p == "f32" ? ir::Precision::kF32 : p == "f16" ? ir::Precision::kF16 : ir::Precision::kBF16;
+      a.precision = bench::value_or_die(ir::parse_precision(argv[++i]));
     } else {
       bench::die("unknown argument " + s + " (--drafter DIR, --target DIR, --block B, --rounds N, --context N, "
                  "--precision P, --batch N, --kernels, --kernel-shape K,COLS, --kernel-rows LIST, --reps N)");

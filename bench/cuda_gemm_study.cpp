@@ -7,13 +7,13 @@
 // (--production: only what a decoder plan runs, and the one-pass rule before the K split; --stream: that and
 // the streaming GEMM, whose bits are compared with production's at each m)
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/cli_values.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/study_impl.h"
 
@@ -26,11 +26,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     if (s == "--reps" && i + 1 < argc) {
-      reps = std::stoi(argv[++i]);
+      reps = static_cast<int>(bench::value_or_exit("cuda_gemm_study", bench::count(s, argv[++i], 100000)));
     } else if (s == "--rows" && i + 1 < argc) {
-      rows.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string item; std::getline(list, item, ',');) rows.push_back(static_cast<uint32_t>(std::stoul(item)));
+      rows = bench::value_or_exit("cuda_gemm_study", bench::count_list(s, argv[++i]));
     } else if (s == "--production") {
       parts = cuda::SplitStudyParts::kProduction;
     } else if (s == "--stream") {

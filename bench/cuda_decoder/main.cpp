@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/cli_values.h"
 #include "bench/cuda_decoder/random_target.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/models/qwen3/qwen3_model.h"
@@ -239,15 +240,13 @@ int main(int argc, char** argv) {
     } else if (s == "--json" && i + 1 < argc) {
       a.json = argv[++i];
     } else if (s == "--steps" && i + 1 < argc) {
-      a.steps = static_cast<uint32_t>(std::stoul(argv[++i]));
+      a.steps = tandem::bench::value_or_exit("cuda_decoder_bench", tandem::bench::count(s, argv[++i], 100000));
     } else if (s == "--profile-step" && i + 1 < argc) {
-      const std::string v = argv[++i];
-      const size_t comma = v.find(',');
-      if (comma == std::string::npos) tandem::bench::die("--profile-step takes SLOTS,ROWS");
-      a.profile_slots = static_cast<uint32_t>(std::stoul(v.substr(0, comma)));
-      a.profile_rows = static_cast<uint32_t>(std::stoul(v.substr(comma + 1)));
-      if (a.profile_slots == 0 || a.profile_rows == 0 || a.profile_rows > 16)
-        tandem::bench::die("--profile-step: SLOTS >= 1 and ROWS in 1..16");
+      const std::vector<uint32_t> sr =
+          tandem::bench::value_or_exit("cuda_decoder_bench", tandem::bench::counts_of(s, argv[++i], 2));
+      if (sr[1] > 16) tandem::bench::die("--profile-step: ROWS in 1..16");
+      a.profile_slots = sr[0];
+      a.profile_rows = sr[1];
     } else if (s == "--decode-only") {
       a.decode_only = true;
     } else if (s == "--precision" && i + 1 < argc) {

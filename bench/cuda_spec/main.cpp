@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 
+#include "bench/cli_values.h"
 #include "bench/cuda_spec/spec_bench.h"
 
 namespace {
@@ -17,31 +17,9 @@ namespace {
   std::exit(1);
 }
 
-// "1,8,32" as numbers; "B" (acceptance only) as 0, each drafter's block size.
 template <typename T>
-std::vector<T> list(const std::string& flag, const std::string& text, bool allow_b) {
-  std::vector<T> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (allow_b && item == "B") {
-      out.push_back(T{0});
-      continue;
-    }
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(v > 0)) die(flag + ": '" + item + "' is not a positive number");
-    out.push_back(static_cast<T>(v));
-  }
-  if (out.empty()) die(flag + " needs at least one value");
-  return out;
-}
-
-uint32_t count(const std::string& flag, const char* text) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(text, &end, 10);
-  if (*end != '\0' || v == 0 || v > 100000) die(flag + ": '" + text + "' is not a count in 1..100000");
-  return static_cast<uint32_t>(v);
+T value_or_die(tandem::Result<T> r) {
+  return tandem::bench::value_or_exit("cuda_spec_bench", std::move(r));
 }
 
 }  // namespace
@@ -58,15 +36,15 @@ int main(int argc, char** argv) {
       json_path = argv[++i];
       a.json_path = json_path;
     } else if (s == "--batches" && has) {
-      a.batches = list<uint32_t>(s, argv[++i], false);
+      a.batches = value_or_die(tandem::bench::count_list(s, argv[++i]));
     } else if (s == "--acceptance" && has) {
-      a.acceptances = list<double>(s, argv[++i], true);
+      a.acceptances = value_or_die(tandem::bench::number_list(s, argv[++i], {false, 16.0, true}));
     } else if (s == "--rounds" && has) {
-      a.rounds = count(s, argv[++i]);
+      a.rounds = value_or_die(tandem::bench::count(s, argv[++i], 100000));
     } else if (s == "--warmup" && has) {
-      a.warmup = count(s, argv[++i]);
+      a.warmup = value_or_die(tandem::bench::count(s, argv[++i], 100000));
     } else if (s == "--context" && has) {
-      a.context = count(s, argv[++i]);
+      a.context = value_or_die(tandem::bench::count(s, argv[++i], 100000));
     } else if (s == "--precision" && has) {
       auto p = tandem::ir::parse_precision(argv[++i]);
       if (!p.ok()) die(p.error().message());
@@ -74,7 +52,7 @@ int main(int argc, char** argv) {
     } else if (s == "--profile") {
       a.profile = true;
     } else if (s == "--draft-vocab" && has) {
-      a.draft_vocab = count(s, argv[++i]);
+      a.draft_vocab = value_or_die(tandem::bench::count(s, argv[++i]));
     } else if (s == "--drafter-quantization" && has) {
       auto q = tandem::models::dflash::parse_quantization(argv[++i]);
       if (!q.ok()) die(q.error().message());
