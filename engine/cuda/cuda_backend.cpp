@@ -39,7 +39,7 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_FUSE_QKV", "0")) o.fuse_qkv_prep = false;
   if (env_is("TANDEM_CUDA_STREAM_GEMM", "1")) o.stream_gemm = true;
   if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
-  if (env_is("TANDEM_CUDA_QGEMM_PACKED", "1")) o.qgemm_packed = true;
+  if (env_is("TANDEM_CUDA_QGEMM_PACKED", "0")) o.qgemm_packed = false;
   if (const char* v = std::getenv("TANDEM_CUDA_SPLIT_CTAS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);

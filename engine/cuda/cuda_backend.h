@@ -71,11 +71,11 @@ struct CudaOptions {
   // Streaming GEMMs start with programmatic dependent launch (sm_90): their first weights load while the kernel
   // ahead (an RMSNorm, SwiGLU, the attention's combine) still runs (TANDEM_CUDA_OVERLAP=0: plain launches).
   bool overlap_launches = true;
-  // TANDEM_CUDA_QGEMM_PACKED=1: a quantized weight's codes are uploaded in the tensor-core layout
-  // (qgemm_layout.h) where the device has tensor cores and k allows it, and its qgemm reads them so. Off by
-  // default until the kernel study measures it faster (PERF_NOTES, issue 14); bits may differ from the
-  // checkpoint layout's in the last place (another order of the mma's sums).
-  bool qgemm_packed = false;
+  // A quantized weight's codes are uploaded in the tensor-core layout (qgemm_layout.h) where the device has
+  // tensor cores and k allows it, and its qgemm reads them so: 2-22% faster than the checkpoint layout at every
+  // shape the kernel study times (BENCHMARKS, issue 14). Bits may differ from the checkpoint layout's in the
+  // last place (another order of the mma's sums). TANDEM_CUDA_QGEMM_PACKED=0: the checkpoint layout.
+  bool qgemm_packed = true;
 };
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);
