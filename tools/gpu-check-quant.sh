@@ -5,11 +5,15 @@
 #  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores, checkpoint layout and packed layout
 #     (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed, so
 #     --launch-skip 19 and 27 are int4's fourth launch of each; NO_NCU=1 skips it);
-#  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, once with the checkpoint layout and once
-#     with TANDEM_CUDA_QGEMM_PACKED=1 (SPEC_BATCHES overrides the batches).
-# At most 8 files come back from a call, so everything lands in six: quant.log (the summary, printed last),
-# kernels.json, ncu.txt, spec-ckpt.json, spec-packed.json, build.log.
-#   OUT=$OUT ./tools/gpu-check-quant.sh
+#  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, once with the checkpoint layout
+#     (TANDEM_CUDA_QGEMM_PACKED=0) and once with the packed one, the default (SPEC_BATCHES overrides the batches).
+#  4. (only when STEPS names it: "source") ncu's full set on the packed int4 launch of step 2, as its SASS with
+#     each instruction's stall samples (ncu --page source --print-source sass --csv): where a chunk's
+#     instructions come from and which ones wait.
+# STEPS picks the steps (default "study ncu spec"). At most 8 files come back from a call, so everything lands in
+# at most seven: quant.log (the summary, printed last), kernels.json, ncu.txt, spec-ckpt.json, spec-packed.json,
+# build.log, sass-stalls.csv.
+#   OUT=$OUT ./tools/gpu-check-quant.sh          STEPS=source OUT=$OUT ./tools/gpu-check-quant.sh
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 LOG=$OUT/quant.log
 : > "$LOG"
@@ -20,10 +24,22 @@ say "configure + build"
   > "$OUT/build.log" 2>&1 || { say "build failed"; grep -E "error" "$OUT/build.log" | head -20 | tee -a "$LOG"; exit 1; }
 say "built"
 
-timeout 120 "$BUILD/bench/cuda_drafter_quant_bench" --kernels > "$OUT/kernels.json" 2>> "$LOG"
-say "kernel study rc $?"
+STEPS=" ${STEPS:-study ncu spec} "
+[ -n "${NO_NCU:-}" ] && STEPS=${STEPS/ ncu / }
+if [[ $STEPS == *" study "* ]]; then
+  timeout 120 "$BUILD/bench/cuda_drafter_quant_bench" --kernels > "$OUT/kernels.json" 2>> "$LOG"
+  say "kernel study rc $?"
+fi
 
-if [ -z "${NO_NCU:-}" ]; then
+if [[ $STEPS == *" source "* ]]; then
+  timeout 200 ncu --clock-control none --set full --kernel-name regex:qgemm_tc --launch-skip 27 --launch-count 1 \
+    --page source --print-source sass --csv \
+    "$BUILD/bench/cuda_drafter_quant_bench" --kernels --kernel-shape 4096,4096 --kernel-rows 16 --reps 5 \
+    > "$OUT/sass-stalls.csv" 2>> "$LOG"
+  say "ncu source page rc $? ($(wc -l < "$OUT/sass-stalls.csv") lines)"
+fi
+
+if [[ $STEPS == *" ncu "* ]]; then
   : > "$OUT/ncu.txt"
   for skip in 19 27; do
     echo "=== launch-skip $skip ($([ $skip = 19 ] && echo 'int4 tensor cores' || echo 'int4 tensor cores packed'))" \
@@ -38,11 +54,12 @@ if [ -z "${NO_NCU:-}" ]; then
 fi
 
 for layout in ckpt packed; do
+  [[ $STEPS == *" spec "* ]] || break
   LEFT=$(( 560 - $(elapsed) ))
   [ "$LEFT" -gt 60 ] || { say "no time left for the $layout round"; break; }
   [ "$layout" = packed ] && LEFT=$(( LEFT - 10 ))
   say "cuda_spec_bench, $layout layout (up to $LEFT s)"
-  env $([ "$layout" = packed ] && echo TANDEM_CUDA_QGEMM_PACKED=1) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
+  env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = packed ] && echo 1 || echo 0) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
     --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 --json "$OUT/spec-$layout.json" \
     > /dev/null 2>> "$LOG"
   say "cuda_spec_bench $layout rc $?"
