@@ -85,7 +85,12 @@ def check_selection():
             json.dump(training, f)
 
     drafter = lambda est: {"best_heldout_estimate_block8": est}
-    decision = lambda lo: {"figures": {"calib_accuracy_at_best": {"choice": lo, "score": 0.99, "noul": 0.99}}}
+
+    def decision(lo, against=None):
+        f = {"calib_accuracy_at_best": {"choice": lo, "score": 0.99, "noul": 0.99}}
+        if against is not None:
+            f["calib_want_said_against_at_best"] = against
+        return {"figures": f}
     for limit, v1 in ((1_000_000, "dflash1-big"), (930_000, "shipped")):
         with tempfile.TemporaryDirectory() as t:
             root, var = os.path.join(t, "root"), os.path.join(t, "var")
@@ -101,6 +106,25 @@ def check_selection():
             chosen = json.loads(out.stdout)["chosen"]
             assert chosen == {"pylm-dflash": v1, "pylm-dflash2": "shipped", "decision-tickets": "decision-a"}, \
                 (limit, chosen)
+    # The goal is the question types: a candidate that meets it wins over one that misses it however well the
+    # latter reads the wants said against another; between two that meet it, the better said-against reading wins.
+    for shipped, variants, want in (((0.94, 0.95), {"decision-a": (0.96, 0.81)}, "decision-a"),
+                                    ((0.96, 0.81), {"decision-a": (0.94, 0.97)}, "shipped"),
+                                    ((0.96, 0.81), {"decision-a": (0.955, 0.90), "decision-b": (0.99, 0.85)},
+                                     "decision-a")):
+        with tempfile.TemporaryDirectory() as t:
+            root, var = os.path.join(t, "root"), os.path.join(t, "var")
+            model(os.path.join(root, "models/pylm"), 500_000, {})
+            model(os.path.join(root, "models/pylm-dflash"), 100_000, drafter(3.0))
+            model(os.path.join(root, "models/pylm-dflash2"), 100_000, drafter(3.5))
+            model(os.path.join(root, "models/decision-tickets"), 100_000, decision(*shipped))
+            for name, figs in variants.items():
+                model(os.path.join(var, name, "models/decision-tickets"), 100_000, decision(*figs))
+            out = subprocess.run([sys.executable, os.path.join(ROOT, "tools/select_default_models.py"), "--variants",
+                                  var, "--root", root], capture_output=True, text=True)
+            assert out.returncode == 0, out.stderr
+            chosen = json.loads(out.stdout)["chosen"]["decision-tickets"]
+            assert chosen == want, (shipped, variants, chosen)
 
 
 def main():
