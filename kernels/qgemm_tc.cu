@@ -271,16 +271,161 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
   });
 }
 
+// The packed layout's loop for 16-bit rows, kFrags (2 or 4) fragments fixed at compile time: the same products
+// summed in the same order as qgemm_tc<kBits, In, Out, true> (so the same bits), with what a warp waits on
+// issued ahead. ncu on the loop above (PERF_NOTES, "The quantized GEMM's profile") found half its stall samples
+// on global loads: the first decode of each batch of codes, and every chunk's mma on that chunk's rows, loaded
+// just before it. Here a word's codes (16 / kBits chunks) load one word ahead, the rows two chunks ahead (one at
+// 4 fragments, for registers) in a ring of registers, the group scales one group ahead; row pointers are set once and stepped by a chunk, and no
+// work is done for fragments past kFrags.
+template <unsigned kBits, class In, class Out, unsigned kFrags>
+TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
+  using T = In;
+  static_assert(sizeof(In) == 2 && (kFrags == 2 || kFrags == 4));
+  constexpr unsigned kPer = 16 / kBits;  // chunks a 16-byte code word holds
+  constexpr unsigned kAhead = kFrags == 2 ? 2 : 1;  // chunks the rows are loaded ahead (registers: 4 a fragment each)
+  const QGemmArgs& a = args.q;
+  float (*part)[16][kQGemmTcRows + 1] = slice_partials();
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned splits = args.splits, tiles = kQGemmTcWarps / splits;
+  const unsigned rows = real_rows(a.n, a.kind);
+  const unsigned row0 = blockIdx.x * kQGemmTcRows;
+  if (row0 >= rows) return;  // the whole block: before any barrier
+  const unsigned here = min_u(kQGemmTcRows, rows - row0);
+  const unsigned frags = (here + 7) / 8;  // <= kFrags (the entry's choice)
+  const unsigned col0 = (blockIdx.y * tiles + warp / splits) * 16, slice = warp % splits;
+  const unsigned chunks = a.k / 32, per_group = a.group / 32, groups = a.k / a.group;
+  const unsigned c_begin = min_u(chunks, slice * args.slice_chunks);
+  const unsigned c_end = min_u(chunks, c_begin + args.slice_chunks);
+  float acc[4][4] = {};
+  if (col0 < a.cols && c_begin < c_end) {  // warp-uniform: the mma needs every lane
+    // INVARIANT: as qgemm_tc's, and lowering rounded the slices to whole words: c_begin and c_end are multiples
+    // of kPer, so a slice is whole words.
+    const unsigned col_a = min_u(col0 + g, a.cols - 1), col_b = min_u(col0 + g + 8, a.cols - 1);
+    const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * kBits / 8;
+    const U4* code_a = reinterpret_cast<const U4*>(static_cast<const unsigned char*>(a.codes) + col_a * row_bytes) +
+                       (c_begin / kPer) * 4 + t;
+    const U4* code_b = reinterpret_cast<const U4*>(static_cast<const unsigned char*>(a.codes) + col_b * row_bytes) +
+                       (c_begin / kPer) * 4 + t;
+    const unsigned short* scales_a = a.scales + static_cast<unsigned long long>(col_a) * groups;
+    const unsigned short* scales_b = a.scales + static_cast<unsigned long long>(col_b) * groups;
+    // Row 8j + g's 8 elements at k 32c + 8t: a pointer per fragment, stepped by 32 a chunk.
+    const In* xr[kFrags];
+    bool live[kFrags];
+#pragma unroll
+    for (unsigned j = 0; j < kFrags; ++j) {
+      const unsigned r = 8 * j + g;
+      live[j] = r < here;
+      xr[j] = static_cast<const In*>(a.x) + static_cast<unsigned long long>(row0 + (live[j] ? r : 0u)) * a.k +
+              c_begin * 32 + 8 * t;
+    }
+    U4 ring[kAhead][kFrags];  // rows of chunks c .. c + kAhead - 1
+#pragma unroll
+    for (unsigned d = 0; d < kAhead; ++d) {
+#pragma unroll
+      for (unsigned j = 0; j < kFrags; ++j) ring[d][j] = load16_or_zero(xr[j] + 32 * d, live[j] && c_begin + d < c_end);
+    }
+    U4 word_a = code_a[0], word_b = code_b[0];
+    float sum[kFrags][4] = {};
+    unsigned group = c_begin / per_group;
+    unsigned flush = min_u(c_end, (group + 1) * per_group);  // the chunk that ends it
+    float sa = qgemm_scale(a, scales_a[group]), sb = qgemm_scale(a, scales_b[group]);
+    const bool more_groups = group + 1 < groups;
+    float na = more_groups ? qgemm_scale(a, scales_a[group + 1]) : 0.0f;
+    float nb = more_groups ? qgemm_scale(a, scales_b[group + 1]) : 0.0f;
+    for (unsigned c = c_begin; c < c_end; c += kPer) {
+      // The next word's codes, in flight while this word's chunks run.
+      U4 next_a = word_a, next_b = word_b;
+      if (c + kPer < c_end) {
+        next_a = code_a[4 * ((c + kPer - c_begin) / kPer)];
+        next_b = code_b[4 * ((c + kPer - c_begin) / kPer)];
+      }
+      const unsigned wa[4] = {word_a.x, word_a.y, word_a.z, word_a.w}, wb[4] = {word_b.x, word_b.y, word_b.z, word_b.w};
+#pragma unroll
+      for (unsigned u = 0; u < kPer; ++u) {
+        const unsigned cc = c + u;  // INVARIANT: < c_end (the slice is whole words)
+        // This chunk's rows, and the loads of chunk cc + kAhead into the slot they free (kPer is a multiple
+        // of kAhead, so the slot is u % kAhead at every word).
+        U4 cur[kFrags];
+#pragma unroll
+        for (unsigned j = 0; j < kFrags; ++j) {
+          cur[j] = ring[u % kAhead][j];
+          ring[u % kAhead][j] = load16_or_zero(xr[j] + 32 * (cc + kAhead - c_begin), live[j] && cc + kAhead < c_end);
+        }
+        Codes<kBits> ca, cb;
+#pragma unroll
+        for (unsigned i = 0; i < kBits / 4; ++i) {
+          ca.w[i] = wa[u * (kBits / 4) + i];
+          cb.w[i] = wb[u * (kBits / 4) + i];
+        }
+        unsigned pa[4], pb[4];
+        decode(ca, pa, T{});
+        decode(cb, pb, T{});
+        const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+        for (unsigned j = 0; j < kFrags; ++j) {
+          const unsigned b1[2] = {cur[j].x, cur[j].y}, b2[2] = {cur[j].z, cur[j].w};
+          mma_16816_t(sum[j], a1, b1, T{});
+          mma_16816_t(sum[j], a2, b2, T{});
+        }
+        if (cc + 1 == flush) {  // warp-uniform: the group (or its part in this slice) is done
+#pragma unroll
+          for (unsigned j = 0; j < kFrags; ++j) {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) {
+              acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
+              sum[j][e] = 0.0f;
+            }
+          }
+          if (flush < c_end) {
+            ++group;
+            flush = min_u(c_end, flush + per_group);
+            sa = na;
+            sb = nb;
+            if (group + 1 < groups) {
+              na = qgemm_scale(a, scales_a[group + 1]);
+              nb = qgemm_scale(a, scales_b[group + 1]);
+            }
+          }
+        }
+      }
+      word_a = next_a;
+      word_b = next_b;
+    }
+  }
+  sum_slices<kQGemmTcRows>(part, acc, frags, splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
+    const float y = qgemm_epilogue(a, v, col);
+    // INVARIANT: row0 + r < the real rows <= the bucket rows of out; col < cols.
+    Out* p = static_cast<Out*>(a.out) + static_cast<unsigned long long>(row0 + r) * a.cols + col;
+    store(p, a.accumulate != 0u ? to_f32(*p) + y : y);
+  });
+}
+
+// The packed loop for 16-bit rows at the block's fragment count (2 for up to 16 rows, else 4).
+template <unsigned kBits, class In, class Out>
+TK_DEV void qgemm_tc_packed_rows(const QGemmTcArgs& a) {
+  if constexpr (sizeof(In) == 2) {
+    const unsigned rows = real_rows(a.q.n, a.q.kind), row0 = blockIdx.x * kQGemmTcRows;
+    if (row0 < rows && rows - row0 <= 16) {
+      qgemm_tc_packed16<kBits, In, Out, 2>(a);
+    } else {
+      qgemm_tc_packed16<kBits, In, Out, 4>(a);
+    }
+  } else {
+    qgemm_tc<kBits, In, Out, true>(a);
+  }
+}
+
 template <class In, class Out>
 TK_DEV void qgemm_tc_entry(const QGemmTcArgs& a) {
   if (a.q.bits == 8) {
     if (a.packed != 0u) {
-      qgemm_tc<8, In, Out, true>(a);
+      qgemm_tc_packed_rows<8, In, Out>(a);
     } else {
       qgemm_tc<8, In, Out, false>(a);
     }
   } else if (a.packed != 0u) {
-    qgemm_tc<4, In, Out, true>(a);
+    qgemm_tc_packed_rows<4, In, Out>(a);
   } else {
     qgemm_tc<4, In, Out, false>(a);
   }
