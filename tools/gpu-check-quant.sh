@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The quantized drafter's figures on the GPU machine (issue 14), in one call of under 10 minutes:
-#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts and the dense decode GEMM on the
-#     Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights rotated past the L2;
+#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts, the shared-rows kernel (up to 16
+#     rows) and the dense decode GEMM on the Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights
+#     rotated past the L2;
 #  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores, checkpoint layout and packed layout
 #     (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed, so
 #     --launch-skip 19 and 27 are int4's fourth launch of each; NO_NCU=1 skips it);
-#  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, once with the checkpoint layout
-#     (TANDEM_CUDA_QGEMM_PACKED=0) and once with the packed one, the default (SPEC_BATCHES overrides the batches).
+#  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, with the checkpoint layout
+#     (TANDEM_CUDA_QGEMM_PACKED=0), the packed one (the default) and the shared-rows kernel
+#     (TANDEM_CUDA_QGEMM_SHARED=1) (SPEC_BATCHES overrides the batches).
 #  4. (only when STEPS names it: "source") ncu's full set on the packed int4 launch of step 2, as its SASS with
 #     each instruction's stall samples (ncu --page source --print-source sass --csv): where a chunk's
 #     instructions come from and which ones wait.
 # STEPS picks the steps (default "study ncu spec"). At most 8 files come back from a call, so everything lands in
-# at most seven: quant.log (the summary, printed last), kernels.json, ncu.txt, spec-ckpt.json, spec-packed.json,
-# build.log, sass-stalls.csv.
+# eight: quant.log (the summary, printed last), kernels.json, ncu.txt, spec-ckpt.json, spec-packed.json,
+# spec-shared.json, build.log, sass-stalls.csv.
 #   OUT=$OUT ./tools/gpu-check-quant.sh          STEPS=source OUT=$OUT ./tools/gpu-check-quant.sh
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 LOG=$OUT/quant.log
@@ -53,13 +55,14 @@ if [[ $STEPS == *" ncu "* ]]; then
   done
 fi
 
-for layout in ckpt packed; do
+for layout in ckpt packed shared; do
   [[ $STEPS == *" spec "* ]] || break
   LEFT=$(( 560 - $(elapsed) ))
   [ "$LEFT" -gt 60 ] || { say "no time left for the $layout round"; break; }
-  [ "$layout" = packed ] && LEFT=$(( LEFT - 10 ))
+  [ "$layout" != shared ] && LEFT=$(( LEFT / 2 ))
   say "cuda_spec_bench, $layout layout (up to $LEFT s)"
-  env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = packed ] && echo 1 || echo 0) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
+  env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = ckpt ] && echo 0 || echo 1) \
+    TANDEM_CUDA_QGEMM_SHARED=$([ "$layout" = shared ] && echo 1 || echo 0) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
     --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 --json "$OUT/spec-$layout.json" \
     > /dev/null 2>> "$LOG"
   say "cuda_spec_bench $layout rc $?"
@@ -78,13 +81,14 @@ for e in k:
     ks = {q["kernel"]: q["median_us"] for q in e.get("kernels", [])}
     dense = ks.get("dense bf16 decode GEMM")
     line = f"{e.get('shape', '?'):>14} rows {e.get('rows', '?'):>4}"
-    for name in ("qgemm int4 tensor cores", "qgemm int4 tensor cores packed", "qgemm int8 tensor cores",
-                 "qgemm int8 tensor cores packed", "dense bf16 decode GEMM"):
+    for name in ("qgemm int4 tensor cores", "qgemm int4 tensor cores packed", "qgemm int4 tensor cores packed shared rows",
+                 "qgemm int8 tensor cores", "qgemm int8 tensor cores packed", "qgemm int8 tensor cores packed shared rows",
+                 "dense bf16 decode GEMM"):
         if name in ks:
             rel = f" ({ks[name] / dense:.2f}x)" if dense and name != "dense bf16 decode GEMM" else ""
             line += f" | {name.replace('qgemm ', '').replace('tensor cores', 'tc')} {ks[name]:.1f}{rel}"
     print(line)
-for layout in ("ckpt", "packed"):
+for layout in ("ckpt", "packed", "shared"):
     s = load(f"spec-{layout}.json")
     for name, d in s.get("drafters", {}).items():
         if "refused" in d:
