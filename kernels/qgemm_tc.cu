@@ -237,7 +237,7 @@ TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
   const unsigned here = min_u(kQGemmTcRows, rows - row0);
   const unsigned frags = (here + 7) / 8;  // <= kFrags (the entry's choice)
   const unsigned col0 = (blockIdx.y * tiles + warp / splits) * 16, slice = warp % splits;
-  const unsigned chunks = a.k / 32, groups = a.k / a.group;
+  const unsigned chunks = a.k / 32, per_group = a.group / 32, groups = a.k / a.group;
   const unsigned c_begin = min_u(chunks, slice * args.slice_chunks);
   const unsigned c_end = min_u(chunks, c_begin + args.slice_chunks);
   float acc[4][4] = {};
@@ -269,8 +269,13 @@ TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
       for (unsigned j = 0; j < kFrags; ++j) ring[d][j] = load16_or_zero(xr[j] + 32 * d, live[j] && c_begin + d < c_end);
     }
     U4 word_a = code_a[0], word_b = code_b[0];
-    PackedGroups<kFrags> run;
-    run.start(a, scales_a, scales_b, c_begin, c_end);
+    float sum[kFrags][4] = {};
+    unsigned group = c_begin / per_group;
+    unsigned flush = min_u(c_end, (group + 1) * per_group);  // the chunk that ends it
+    float sa = qgemm_scale(a, scales_a[group]), sb = qgemm_scale(a, scales_b[group]);
+    const bool more_groups = group + 1 < groups;
+    float na = more_groups ? qgemm_scale(a, scales_a[group + 1]) : 0.0f;
+    float nb = more_groups ? qgemm_scale(a, scales_b[group + 1]) : 0.0f;
     for (unsigned c = c_begin; c < c_end; c += kPer) {
       // The next word's codes, in flight while this word's chunks run.
       U4 next_a = word_a, next_b = word_b;
@@ -290,7 +295,42 @@ TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
           cur[j] = ring[u % kAhead][j];
           ring[u % kAhead][j] = load16_or_zero(xr[j] + 32 * (cc + kAhead - c_begin), live[j] && cc + kAhead < c_end);
         }
-        run.template chunk<kBits, T>(a, wa, wb, u, cur, cc, c_end, scales_a, scales_b, acc);
+        Codes<kBits> ca, cb;
+#pragma unroll
+        for (unsigned i = 0; i < kBits / 4; ++i) {
+          ca.w[i] = wa[u * (kBits / 4) + i];
+          cb.w[i] = wb[u * (kBits / 4) + i];
+        }
+        unsigned pa[4], pb[4];
+        decode(ca, pa, T{});
+        decode(cb, pb, T{});
+        const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+        for (unsigned j = 0; j < kFrags; ++j) {
+          const unsigned b1[2] = {cur[j].x, cur[j].y}, b2[2] = {cur[j].z, cur[j].w};
+          mma_16816_t(sum[j], a1, b1, T{});
+          mma_16816_t(sum[j], a2, b2, T{});
+        }
+        if (cc + 1 == flush) {  // warp-uniform: the group (or its part in this slice) is done
+#pragma unroll
+          for (unsigned j = 0; j < kFrags; ++j) {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) {
+              acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
+              sum[j][e] = 0.0f;
+            }
+          }
+          if (flush < c_end) {
+            ++group;
+            flush = min_u(c_end, flush + per_group);
+            sa = na;
+            sb = nb;
+            if (group + 1 < groups) {
+              na = qgemm_scale(a, scales_a[group + 1]);
+              nb = qgemm_scale(a, scales_b[group + 1]);
+            }
+          }
+        }
       }
       word_a = next_a;
       word_b = next_b;

@@ -1,6 +1,5 @@
 // What the quantized GEMM's tensor-core kernels share (qgemm_tc.cu, qgemm_tc_shared.cu): a lane's codes of one
-// chunk, their decode into exact 16-bit integers paired as the mma takes them, and the packed loops' chunk step.
-// prelude.cuh includes it last.
+// chunk and their decode into exact 16-bit integers paired as the mma takes them. prelude.cuh includes it last.
 #pragma once
 
 namespace tandem::kernels {
@@ -62,72 +61,5 @@ TK_DEV void decode(const Codes<kBits>& c, unsigned (&p)[4], bf16_t) {
   }
 }
 
-// A warp's running group over its K slice, for the packed loops (qgemm_tc_packed16, qgemm_tc_shared.cu): the
-// current group's partial sums for kFrags fragments, the chunk that ends it, and the scales of this group and the
-// next (loaded a group ahead). Every product and sum in the order qgemm_tc's bits rest on.
-template <unsigned kFrags>
-struct PackedGroups {
-  float sum[kFrags][4] = {};
-  unsigned group = 0, flush = 0;
-  float sa = 0.0f, sb = 0.0f, na = 0.0f, nb = 0.0f;
-
-  // The slice [c_begin, c_end) of chunks; scales_a/b: the lane's two columns' scales.
-  TK_DEV void start(const QGemmArgs& a, const unsigned short* scales_a, const unsigned short* scales_b,
-                    unsigned c_begin, unsigned c_end) {
-    const unsigned per_group = a.group / 32, groups = a.k / a.group;
-    group = c_begin / per_group;
-    flush = min_u(c_end, (group + 1) * per_group);
-    sa = qgemm_scale(a, scales_a[group]);
-    sb = qgemm_scale(a, scales_b[group]);
-    if (group + 1 < groups) {
-      na = qgemm_scale(a, scales_a[group + 1]);
-      nb = qgemm_scale(a, scales_b[group + 1]);
-    }
-  }
-
-  // Chunk u of a word (wa, wb: the lane's two columns' code words) against each fragment's 8 row elements at the
-  // lane's k (rows[j]: k 2p, 2p + 1 in register p, the packed layout's order); then, if chunk cc ends the group,
-  // its sums scaled into acc and the next group's scales taken.
-  template <unsigned kBits, class T>
-  TK_DEV void chunk(const QGemmArgs& a, const unsigned (&wa)[4], const unsigned (&wb)[4], unsigned u,
-                    const U4 (&rows)[kFrags], unsigned cc, unsigned c_end, const unsigned short* scales_a,
-                    const unsigned short* scales_b, float (&acc)[4][4]) {
-    Codes<kBits> ca, cb;
-#pragma unroll
-    for (unsigned i = 0; i < kBits / 4; ++i) {
-      ca.w[i] = wa[u * (kBits / 4) + i];
-      cb.w[i] = wb[u * (kBits / 4) + i];
-    }
-    unsigned pa[4], pb[4];
-    decode(ca, pa, T{});
-    decode(cb, pb, T{});
-    const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
-#pragma unroll
-    for (unsigned j = 0; j < kFrags; ++j) {
-      const unsigned b1[2] = {rows[j].x, rows[j].y}, b2[2] = {rows[j].z, rows[j].w};
-      mma_16816_t(sum[j], a1, b1, T{});
-      mma_16816_t(sum[j], a2, b2, T{});
-    }
-    if (cc + 1 != flush) return;  // warp-uniform: the group (or its part in this slice) goes on
-#pragma unroll
-    for (unsigned j = 0; j < kFrags; ++j) {
-#pragma unroll
-      for (unsigned e = 0; e < 4; ++e) {
-        acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
-        sum[j][e] = 0.0f;
-      }
-    }
-    if (flush < c_end) {
-      ++group;
-      flush = min_u(c_end, flush + a.group / 32);
-      sa = na;
-      sb = nb;
-      if (group + 1 < a.k / a.group) {
-        na = qgemm_scale(a, scales_a[group + 1]);
-        nb = qgemm_scale(a, scales_b[group + 1]);
-      }
-    }
-  }
-};
 
 }  // namespace tandem::kernels

@@ -32,7 +32,7 @@ TK_DEV void qgemm_shared(const QGemmSharedArgs& args) {
   // checks (k, group, alignment) and the slices rounded to whole words.
   const unsigned rows = min_u(real_rows(a.n, a.kind), kQGemmSharedRows);
   const unsigned col0 = (blockIdx.x * kQGemmTcWarps + warp) * 16, slice = blockIdx.y;
-  const unsigned chunks = a.k / 32, groups = a.k / a.group;
+  const unsigned chunks = a.k / 32, per_group = a.group / 32, groups = a.k / a.group;
   const unsigned c_begin = min_u(chunks, slice * args.slice_chunks);
   const unsigned c_end = min_u(chunks, c_begin + args.slice_chunks);
   const unsigned words = (c_end - c_begin) / kPer;
@@ -53,7 +53,7 @@ TK_DEV void qgemm_shared(const QGemmSharedArgs& args) {
     cp_async_commit();  // one group a word, empty past the slice: the wait below counts groups
   }
 
-  float acc[4][4] = {};  // fragments 0 and 1 used (qgemm_tc's C fragments)
+  float acc[2][4] = {};
   const unsigned col_a = min_u(col0 + g, a.cols - 1), col_b = min_u(col0 + g + 8, a.cols - 1);
   const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * kBits / 8;
   const U4* code_a = reinterpret_cast<const U4*>(static_cast<const unsigned char*>(a.codes) + col_a * row_bytes) +
@@ -63,11 +63,19 @@ TK_DEV void qgemm_shared(const QGemmSharedArgs& args) {
   const unsigned short* scales_a = a.scales + static_cast<unsigned long long>(col_a) * groups;
   const unsigned short* scales_b = a.scales + static_cast<unsigned long long>(col_b) * groups;
   U4 word_a = {0u, 0u, 0u, 0u}, word_b = {0u, 0u, 0u, 0u};
-  PackedGroups<2> run;
+  float sum[2][4] = {};
+  unsigned group = c_begin / per_group;
+  unsigned flush = min_u(c_end, (group + 1) * per_group);  // the chunk that ends it
+  float sa = 0.0f, sb = 0.0f, na = 0.0f, nb = 0.0f;
   if (active && words > 0) {
     word_a = code_a[0];
     word_b = code_b[0];
-    run.start(a, scales_a, scales_b, c_begin, c_end);
+    sa = qgemm_scale(a, scales_a[group]);
+    sb = qgemm_scale(a, scales_b[group]);
+    if (group + 1 < groups) {
+      na = qgemm_scale(a, scales_a[group + 1]);
+      nb = qgemm_scale(a, scales_b[group + 1]);
+    }
   }
   for (unsigned w = 0; w < words; ++w) {
     cp_async_wait<kStages - 2>();  // word w has landed (this thread's copies) ...
@@ -84,12 +92,44 @@ TK_DEV void qgemm_shared(const QGemmSharedArgs& args) {
     const unsigned char* staged = ring[w % kStages];
 #pragma unroll
     for (unsigned u = 0; u < kPer; ++u) {
-      U4 cur[2];  // row 8j + g's 8 elements at k 32u + 8t of the word
+      const unsigned cc = c_begin + w * kPer + u;
+      Codes<kBits> ca, cb;
 #pragma unroll
-      for (unsigned j = 0; j < 2; ++j) {
-        cur[j] = *reinterpret_cast<const U4*>(staged + (8 * j + g) * kRowBytes + (4 * u + t) * 16);
+      for (unsigned i = 0; i < kBits / 4; ++i) {
+        ca.w[i] = wa[u * (kBits / 4) + i];
+        cb.w[i] = wb[u * (kBits / 4) + i];
       }
-      run.template chunk<kBits, T>(a, wa, wb, u, cur, c_begin + w * kPer + u, c_end, scales_a, scales_b, acc);
+      unsigned pa[4], pb[4];
+      decode(ca, pa, T{});
+      decode(cb, pb, T{});
+      const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+      for (unsigned j = 0; j < 2; ++j) {  // row 8j + g's 8 elements at k 32u + 8t of the word
+        const U4 v = *reinterpret_cast<const U4*>(staged + (8 * j + g) * kRowBytes + (4 * u + t) * 16);
+        const unsigned b1[2] = {v.x, v.y}, b2[2] = {v.z, v.w};
+        mma_16816_t(sum[j], a1, b1, T{});
+        mma_16816_t(sum[j], a2, b2, T{});
+      }
+      if (cc + 1 == flush) {  // warp-uniform: the group (or its part in this slice) is done
+#pragma unroll
+        for (unsigned j = 0; j < 2; ++j) {
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
+            sum[j][e] = 0.0f;
+          }
+        }
+        if (flush < c_end) {
+          ++group;
+          flush = min_u(c_end, flush + per_group);
+          sa = na;
+          sb = nb;
+          if (group + 1 < groups) {
+            na = qgemm_scale(a, scales_a[group + 1]);
+            nb = qgemm_scale(a, scales_b[group + 1]);
+          }
+        }
+      }
     }
     word_a = next_a;
     word_b = next_b;
