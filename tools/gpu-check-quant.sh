@@ -3,9 +3,10 @@
 #  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts, the shared-rows kernel (up to 16
 #     rows) and the dense decode GEMM on the Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights
 #     rotated past the L2;
-#  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores, checkpoint layout and packed layout
-#     (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed, so
-#     --launch-skip 19 and 27 are int4's fourth launch of each; NO_NCU=1 skips it);
+#  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores: checkpoint layout, packed layout and
+#     shared rows (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed,
+#     so --launch-skip 19 and 27 are int4's fourth launch of each; qgemm_shared 8 times for int8, then int4, so
+#     skip 11); NO_NCU=1 skips it;
 #  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, with the checkpoint layout
 #     (TANDEM_CUDA_QGEMM_PACKED=0), the packed one (the default) and the shared-rows kernel
 #     (TANDEM_CUDA_QGEMM_SHARED=1) (SPEC_BATCHES overrides the batches).
@@ -43,15 +44,15 @@ fi
 
 if [[ $STEPS == *" ncu "* ]]; then
   : > "$OUT/ncu.txt"
-  for skip in 19 27; do
-    echo "=== launch-skip $skip ($([ $skip = 19 ] && echo 'int4 tensor cores' || echo 'int4 tensor cores packed'))" \
-      >> "$OUT/ncu.txt"
-    timeout 90 ncu --clock-control none --kernel-name regex:qgemm_tc --launch-skip "$skip" --launch-count 1 \
+  for run in tc:19:"int4 tensor cores" tc:27:"int4 tensor cores packed" shared:11:"int4 packed shared rows"; do
+    IFS=: read -r kernel skip what <<< "$run"
+    echo "=== qgemm_$kernel launch-skip $skip ($what)" >> "$OUT/ncu.txt"
+    timeout 90 ncu --clock-control none --kernel-name regex:qgemm_$kernel --launch-skip "$skip" --launch-count 1 \
       --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
       --section SpeedOfLight --section LaunchStats --section Occupancy \
       "$BUILD/bench/cuda_drafter_quant_bench" --kernels --kernel-shape 4096,4096 --kernel-rows 16 --reps 5 \
       >> "$OUT/ncu.txt" 2>&1
-    say "ncu (skip $skip) rc $?"
+    say "ncu ($what) rc $?"
   done
 fi
 
