@@ -7,15 +7,17 @@
 #     shared rows (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed,
 #     so --launch-skip 19 and 27 are int4's fourth launch of each; qgemm_shared 8 times for int8, then int4, so
 #     skip 11); NO_NCU=1 skips it;
+#  2b. (torch) bench/pytorch_qgemm_baseline.py on the same matrices and rows: torch.matmul on BF16, tinygemm int4
+#     (torch._weight_int4pack_mm, group 64) and per-column int8 (torch._weight_int8pack_mm);
 #  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, with the checkpoint layout
 #     (TANDEM_CUDA_QGEMM_PACKED=0), the packed one (the default) and the shared-rows kernel
 #     (TANDEM_CUDA_QGEMM_SHARED=1) (SPEC_BATCHES overrides the batches).
 #  4. (only when STEPS names it: "source") ncu's full set on the packed int4 launch of step 2, as its SASS with
 #     each instruction's stall samples (ncu --page source --print-source sass --csv): where a chunk's
 #     instructions come from and which ones wait.
-# STEPS picks the steps (default "study ncu spec"). At most 8 files come back from a call, so everything lands in
-# eight: quant.log (the summary, printed last), kernels.json, ncu.txt, spec-ckpt.json, spec-packed.json,
-# spec-shared.json, build.log, sass-stalls.csv.
+# STEPS picks the steps (default "study torch ncu spec"). At most 8 files come back from a call, so everything lands
+# in eight: quant.log (the summary, printed last), kernels.json, torch-qgemm.json, ncu.txt, spec-ckpt.json,
+# spec-packed.json, spec-shared.json, build.log (sass-stalls.csv with "source": run it without "torch").
 #   OUT=$OUT ./tools/gpu-check-quant.sh          STEPS=source OUT=$OUT ./tools/gpu-check-quant.sh
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 LOG=$OUT/quant.log
@@ -27,11 +29,16 @@ say "configure + build"
   > "$OUT/build.log" 2>&1 || { say "build failed"; grep -E "error" "$OUT/build.log" | head -20 | tee -a "$LOG"; exit 1; }
 say "built"
 
-STEPS=" ${STEPS:-study ncu spec} "
+STEPS=" ${STEPS:-study torch ncu spec} "
 [ -n "${NO_NCU:-}" ] && STEPS=${STEPS/ ncu / }
 if [[ $STEPS == *" study "* ]]; then
   timeout 120 "$BUILD/bench/cuda_drafter_quant_bench" --kernels > "$OUT/kernels.json" 2>> "$LOG"
   say "kernel study rc $?"
+fi
+
+if [[ $STEPS == *" torch "* ]]; then  # the PyTorch baseline on the same matrices, in the same call
+  timeout 150 python3 bench/pytorch_qgemm_baseline.py --json "$OUT/torch-qgemm.json" >> "$LOG" 2>&1
+  say "PyTorch baseline rc $?"
 fi
 
 if [[ $STEPS == *" source "* ]]; then
@@ -78,17 +85,26 @@ def load(n):
     except Exception:
         return {}
 k = load("kernels.json").get("kernels", [])
+torch_runs = {(e["shape"], e["rows"]): e for e in load("torch-qgemm.json").get("kernels", [])}
 for e in k:
     ks = {q["kernel"]: q["median_us"] for q in e.get("kernels", [])}
+    # PyTorch's kernels on the same matrix and rows, timed in this call (bench/pytorch_qgemm_baseline.py)
+    for q in torch_runs.get((e.get("shape"), e.get("rows")), {}).get("kernels", []):
+        if "median_us" in q:
+            ks[q["kernel"]] = q["median_us"]
     dense = ks.get("dense bf16 decode GEMM")
     line = f"{e.get('shape', '?'):>14} rows {e.get('rows', '?'):>4}"
     for name in ("qgemm int4 tensor cores", "qgemm int4 tensor cores packed", "qgemm int4 tensor cores packed shared rows",
                  "qgemm int8 tensor cores", "qgemm int8 tensor cores packed", "qgemm int8 tensor cores packed shared rows",
-                 "dense bf16 decode GEMM"):
+                 "dense bf16 decode GEMM", "torch int4 tinygemm", "torch int8 per-column", "torch bf16 matmul"):
         if name in ks:
             rel = f" ({ks[name] / dense:.2f}x)" if dense and name != "dense bf16 decode GEMM" else ""
             line += f" | {name.replace('qgemm ', '').replace('tensor cores', 'tc')} {ks[name]:.1f}{rel}"
     print(line)
+for (shape, rows), e in torch_runs.items():  # a PyTorch kernel that failed or disagrees with its dense reference
+    for q in e.get("kernels", []):
+        if "error" in q or q.get("max_rel_diff", 0) > 0.02:
+            print(f"torch {q['kernel']} {shape} rows {rows}: {q.get('error', q.get('max_rel_diff'))}")
 for layout in ("ckpt", "packed", "shared"):
     s = load(f"spec-{layout}.json")
     for name, d in s.get("drafters", {}).items():
