@@ -102,38 +102,73 @@ TK_DEV float (*slice_partials())[16][kQGemmTcRows + 1] {
   return part;
 }
 
-// Warp w of a block computes the 16 output columns of tile blockIdx.y · (warps / splits) + w / splits over K
-// slice w % splits, for the block's rows (grid x, fastest, so the blocks of one column slab run together and
-// read its codes from L2 after the first). Lane (g, t) reads 8 codes of column g and of column g + 8 at k0 =
+// A warp's share of a launch (both loops below): warp w of a block computes the 16 output columns of tile
+// blockIdx.y · (warps / splits) + w / splits over K slice w % splits, for the block's rows; lane (g, t) reads
+// columns col_a = col0 + g and col_b = col0 + g + 8, clamped to the last column (outputs past cols are never
+// stored).
+struct TcWarp {
+  unsigned g, t, splits, row0, here, frags, col0, per_group, groups, c_begin, c_end, col_a, col_b;
+  bool works;  // warp-uniform: the tile has columns and the slice has chunks (the mma needs every lane)
+};
+
+// False when the block has no rows: its warps return before any barrier.
+TK_DEV bool tc_warp(const QGemmTcArgs& args, TcWarp& w) {
+  const QGemmArgs& a = args.q;
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned rows = real_rows(a.n, a.kind);
+  w.row0 = blockIdx.x * kQGemmTcRows;
+  if (w.row0 >= rows) return false;
+  w.g = lane / 4;
+  w.t = lane % 4;
+  w.splits = args.splits;
+  w.here = min_u(kQGemmTcRows, rows - w.row0);
+  w.frags = (w.here + 7) / 8;
+  w.col0 = (blockIdx.y * (kQGemmTcWarps / w.splits) + warp / w.splits) * 16;
+  const unsigned chunks = a.k / 32, slice = warp % w.splits;
+  w.per_group = a.group / 32;
+  w.groups = a.k / a.group;
+  w.c_begin = min_u(chunks, slice * args.slice_chunks);
+  w.c_end = min_u(chunks, w.c_begin + args.slice_chunks);
+  w.works = w.col0 < a.cols && w.c_begin < w.c_end;
+  w.col_a = min_u(w.col0 + w.g, a.cols - 1);
+  w.col_b = min_u(w.col0 + w.g + 8, a.cols - 1);
+  return true;
+}
+
+// The block's slices summed in slice order, then the epilogue, stored (or added to out).
+template <class Out>
+TK_DEV void store_tc_block(const QGemmArgs& a, const TcWarp& w, const float (&acc)[4][4]) {
+  sum_slices<kQGemmTcRows>(slice_partials(), acc, w.frags, w.splits, w.here, a.cols,
+                           [&](unsigned r, unsigned col, float v) {
+                             const float y = qgemm_epilogue(a, v, col);
+                             // INVARIANT: row0 + r < the real rows <= the bucket rows of out; col < cols.
+                             Out* p = static_cast<Out*>(a.out) + static_cast<unsigned long long>(w.row0 + r) * a.cols + col;
+                             store(p, a.accumulate != 0u ? to_f32(*p) + y : y);
+                           });
+}
+
+// The loop for every layout and input (TcWarp's share; grid x, fastest, so the blocks of one column slab run
+// together and read its codes from L2 after the first): lane (g, t) reads 8 codes of its two columns at k0 =
 // 32c + 8t of each chunk c, and row g + 8j's 8 elements there for each fragment j.
 template <unsigned kBits, class In, class Out, bool kPacked>
 TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
   using T = typename Operand<In>::T;
   const QGemmArgs& a = args.q;
-  float (*part)[16][kQGemmTcRows + 1] = slice_partials();
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const unsigned splits = args.splits, tiles = kQGemmTcWarps / splits;
-  const unsigned rows = real_rows(a.n, a.kind);
-  const unsigned row0 = blockIdx.x * kQGemmTcRows;
-  if (row0 >= rows) return;  // the whole block: before any barrier
-  const unsigned here = min_u(kQGemmTcRows, rows - row0);  // rows of this block
-  const unsigned frags = (here + 7) / 8;
-  const unsigned col0 = (blockIdx.y * tiles + warp / splits) * 16, slice = warp % splits;
-  const unsigned chunks = a.k / 32, per_group = a.group / 32, groups = a.k / a.group;
-  const unsigned c_begin = min_u(chunks, slice * args.slice_chunks);
-  const unsigned c_end = min_u(chunks, c_begin + args.slice_chunks);
+  TcWarp w;
+  if (!tc_warp(args, w)) return;
+  const unsigned g = w.g, t = w.t, here = w.here, frags = w.frags, per_group = w.per_group;
+  const unsigned c_begin = w.c_begin, c_end = w.c_end, col_a = w.col_a, col_b = w.col_b;
   float acc[4][4] = {};
-  if (col0 < a.cols && c_begin < c_end) {  // warp-uniform: the mma needs every lane
+  if (w.works) {
     // INVARIANT: lowering checked k % 32 == 0, group % 32 == 0 and group | k, on 64-byte aligned buffers, so
-    // every code, scale and row access below is aligned and inside its row; columns past cols read the last
-    // column (their outputs are never stored) and rows past the real count are never read.
-    const unsigned col_a = min_u(col0 + g, a.cols - 1), col_b = min_u(col0 + g + 8, a.cols - 1);
+    // every code, scale and row access below is aligned and inside its row; rows past the real count are never
+    // read.
     const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * kBits / 8;
     const unsigned char* codes_a = static_cast<const unsigned char*>(a.codes) + col_a * row_bytes;
     const unsigned char* codes_b = static_cast<const unsigned char*>(a.codes) + col_b * row_bytes;
-    const unsigned short* scales_a = a.scales + static_cast<unsigned long long>(col_a) * groups;
-    const unsigned short* scales_b = a.scales + static_cast<unsigned long long>(col_b) * groups;
-    const In* x = static_cast<const In*>(a.x) + static_cast<unsigned long long>(row0) * a.k;
+    const unsigned short* scales_a = a.scales + static_cast<unsigned long long>(col_a) * w.groups;
+    const unsigned short* scales_b = a.scales + static_cast<unsigned long long>(col_b) * w.groups;
+    const In* x = static_cast<const In*>(a.x) + static_cast<unsigned long long>(w.row0) * a.k;
     float sum[4][4] = {};  // the current group's
     unsigned group = c_begin / per_group;
     unsigned flush = min_u(c_end, (group + 1) * per_group);  // the chunk that ends it
@@ -206,12 +241,7 @@ TK_DEV void qgemm_tc(const QGemmTcArgs& args) {
       }
     }
   }
-  sum_slices<kQGemmTcRows>(part, acc, frags, splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
-    const float y = qgemm_epilogue(a, v, col);
-    // INVARIANT: row0 + r < the real rows <= the bucket rows of out; col < cols.
-    Out* p = static_cast<Out*>(a.out) + static_cast<unsigned long long>(row0 + r) * a.cols + col;
-    store(p, a.accumulate != 0u ? to_f32(*p) + y : y);
-  });
+  store_tc_block<Out>(a, w, acc);
 }
 
 // The packed layout's loop for 16-bit rows, kFrags (2 or 4) fragments fixed at compile time: the same products
@@ -228,23 +258,14 @@ TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
   constexpr unsigned kPer = 16 / kBits;  // chunks a 16-byte code word holds
   constexpr unsigned kAhead = kFrags == 2 ? 2 : 1;  // chunks the rows are loaded ahead (registers: 4 a fragment each)
   const QGemmArgs& a = args.q;
-  float (*part)[16][kQGemmTcRows + 1] = slice_partials();
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const unsigned splits = args.splits, tiles = kQGemmTcWarps / splits;
-  const unsigned rows = real_rows(a.n, a.kind);
-  const unsigned row0 = blockIdx.x * kQGemmTcRows;
-  if (row0 >= rows) return;  // the whole block: before any barrier
-  const unsigned here = min_u(kQGemmTcRows, rows - row0);
-  const unsigned frags = (here + 7) / 8;  // <= kFrags (the entry's choice)
-  const unsigned col0 = (blockIdx.y * tiles + warp / splits) * 16, slice = warp % splits;
-  const unsigned chunks = a.k / 32, per_group = a.group / 32, groups = a.k / a.group;
-  const unsigned c_begin = min_u(chunks, slice * args.slice_chunks);
-  const unsigned c_end = min_u(chunks, c_begin + args.slice_chunks);
+  TcWarp w;  // w.frags <= kFrags (the entry's choice)
+  if (!tc_warp(args, w)) return;
+  const unsigned g = w.g, t = w.t, here = w.here, per_group = w.per_group, groups = w.groups;
+  const unsigned c_begin = w.c_begin, c_end = w.c_end, col_a = w.col_a, col_b = w.col_b;
   float acc[4][4] = {};
-  if (col0 < a.cols && c_begin < c_end) {  // warp-uniform: the mma needs every lane
+  if (w.works) {
     // INVARIANT: as qgemm_tc's, and lowering rounded the slices to whole words: c_begin and c_end are multiples
     // of kPer, so a slice is whole words.
-    const unsigned col_a = min_u(col0 + g, a.cols - 1), col_b = min_u(col0 + g + 8, a.cols - 1);
     const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * kBits / 8;
     const U4* code_a = reinterpret_cast<const U4*>(static_cast<const unsigned char*>(a.codes) + col_a * row_bytes) +
                        (c_begin / kPer) * 4 + t;
@@ -259,7 +280,7 @@ TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
     for (unsigned j = 0; j < kFrags; ++j) {
       const unsigned r = 8 * j + g;
       live[j] = r < here;
-      xr[j] = static_cast<const In*>(a.x) + static_cast<unsigned long long>(row0 + (live[j] ? r : 0u)) * a.k +
+      xr[j] = static_cast<const In*>(a.x) + static_cast<unsigned long long>(w.row0 + (live[j] ? r : 0u)) * a.k +
               c_begin * 32 + 8 * t;
     }
     U4 ring[kAhead][kFrags];  // rows of chunks c .. c + kAhead - 1
@@ -336,12 +357,7 @@ TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
       word_b = next_b;
     }
   }
-  sum_slices<kQGemmTcRows>(part, acc, frags, splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
-    const float y = qgemm_epilogue(a, v, col);
-    // INVARIANT: row0 + r < the real rows <= the bucket rows of out; col < cols.
-    Out* p = static_cast<Out*>(a.out) + static_cast<unsigned long long>(row0 + r) * a.cols + col;
-    store(p, a.accumulate != 0u ? to_f32(*p) + y : y);
-  });
+  store_tc_block<Out>(a, w, acc);
 }
 
 // The packed loop for 16-bit rows at the block's fragment count (2 for up to 16 rows, else 4).
