@@ -316,31 +316,9 @@ TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
           cur[j] = ring[u % kAhead][j];
           ring[u % kAhead][j] = load16_or_zero(xr[j] + 32 * (cc + kAhead - c_begin), live[j] && cc + kAhead < c_end);
         }
-        Codes<kBits> ca, cb;
-#pragma unroll
-        for (unsigned i = 0; i < kBits / 4; ++i) {
-          ca.w[i] = wa[u * (kBits / 4) + i];
-          cb.w[i] = wb[u * (kBits / 4) + i];
-        }
-        unsigned pa[4], pb[4];
-        decode(ca, pa, T{});
-        decode(cb, pb, T{});
-        const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
-#pragma unroll
-        for (unsigned j = 0; j < kFrags; ++j) {
-          const unsigned b1[2] = {cur[j].x, cur[j].y}, b2[2] = {cur[j].z, cur[j].w};
-          mma_16816_t(sum[j], a1, b1, T{});
-          mma_16816_t(sum[j], a2, b2, T{});
-        }
+        packed_chunk<kBits, T, kFrags>(wa, wb, u, cur, sum);
         if (cc + 1 == flush) {  // warp-uniform: the group (or its part in this slice) is done
-#pragma unroll
-          for (unsigned j = 0; j < kFrags; ++j) {
-#pragma unroll
-            for (unsigned e = 0; e < 4; ++e) {
-              acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
-              sum[j][e] = 0.0f;
-            }
-          }
+          end_group(acc, sum, sa, sb);
           if (flush < c_end) {
             ++group;
             flush = min_u(c_end, flush + per_group);

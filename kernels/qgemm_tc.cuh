@@ -1,5 +1,6 @@
 // What the quantized GEMM's tensor-core kernels share (qgemm_tc.cu, qgemm_tc_shared.cu): a lane's codes of one
-// chunk and their decode into exact 16-bit integers paired as the mma takes them. prelude.cuh includes it last.
+// chunk and their decode into exact 16-bit integers paired as the mma takes them, and the packed loops' chunk
+// step and group end. prelude.cuh includes it last.
 #pragma once
 
 namespace tandem::kernels {
@@ -61,5 +62,42 @@ TK_DEV void decode(const Codes<kBits>& c, unsigned (&p)[4], bf16_t) {
   }
 }
 
+// The packed loops' chunk (qgemm_tc_packed16, qgemm_shared): chunk u of a lane's two 16-byte code words (its
+// columns g and g + 8) decoded, times each fragment's row elements (8 at the lane's k, in their own order: the
+// packed layout), added to sum. Called in a loop unrolled over u, so u is a constant.
+template <unsigned kBits, class T, unsigned kFrags>
+TK_DEV void packed_chunk(const unsigned (&wa)[4], const unsigned (&wb)[4], unsigned u, const U4 (&rows)[kFrags],
+                         float (&sum)[kFrags][4]) {
+  Codes<kBits> ca, cb;
+#pragma unroll
+  for (unsigned i = 0; i < kBits / 4; ++i) {
+    ca.w[i] = wa[u * (kBits / 4) + i];
+    cb.w[i] = wb[u * (kBits / 4) + i];
+  }
+  unsigned pa[4], pb[4];
+  decode(ca, pa, T{});
+  decode(cb, pb, T{});
+  const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+  for (unsigned j = 0; j < kFrags; ++j) {
+    const unsigned b1[2] = {rows[j].x, rows[j].y}, b2[2] = {rows[j].z, rows[j].w};
+    mma_16816_t(sum[j], a1, b1, T{});
+    mma_16816_t(sum[j], a2, b2, T{});
+  }
+}
+
+// A group (or its part in the slice) done: its sums scaled once by the columns' scales (sa for column g's
+// elements 0 and 1, sb for column g + 8's 2 and 3) into acc, and cleared.
+template <unsigned kFrags, unsigned kAcc>
+TK_DEV void end_group(float (&acc)[kAcc][4], float (&sum)[kFrags][4], float sa, float sb) {
+#pragma unroll
+  for (unsigned j = 0; j < kFrags; ++j) {
+#pragma unroll
+    for (unsigned e = 0; e < 4; ++e) {
+      acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
+      sum[j][e] = 0.0f;
+    }
+  }
+}
 
 }  // namespace tandem::kernels

@@ -93,32 +93,14 @@ TK_DEV void qgemm_shared(const QGemmSharedArgs& args) {
 #pragma unroll
     for (unsigned u = 0; u < kPer; ++u) {
       const unsigned cc = c_begin + w * kPer + u;
-      Codes<kBits> ca, cb;
+      U4 rows_here[2];  // row 8j + g's 8 elements at k 32u + 8t of the word
 #pragma unroll
-      for (unsigned i = 0; i < kBits / 4; ++i) {
-        ca.w[i] = wa[u * (kBits / 4) + i];
-        cb.w[i] = wb[u * (kBits / 4) + i];
+      for (unsigned j = 0; j < 2; ++j) {
+        rows_here[j] = *reinterpret_cast<const U4*>(staged + (8 * j + g) * kRowBytes + (4 * u + t) * 16);
       }
-      unsigned pa[4], pb[4];
-      decode(ca, pa, T{});
-      decode(cb, pb, T{});
-      const unsigned a1[4] = {pa[0], pb[0], pa[1], pb[1]}, a2[4] = {pa[2], pb[2], pa[3], pb[3]};
-#pragma unroll
-      for (unsigned j = 0; j < 2; ++j) {  // row 8j + g's 8 elements at k 32u + 8t of the word
-        const U4 v = *reinterpret_cast<const U4*>(staged + (8 * j + g) * kRowBytes + (4 * u + t) * 16);
-        const unsigned b1[2] = {v.x, v.y}, b2[2] = {v.z, v.w};
-        mma_16816_t(sum[j], a1, b1, T{});
-        mma_16816_t(sum[j], a2, b2, T{});
-      }
+      packed_chunk<kBits, T, 2>(wa, wb, u, rows_here, sum);
       if (cc + 1 == flush) {  // warp-uniform: the group (or its part in this slice) is done
-#pragma unroll
-        for (unsigned j = 0; j < 2; ++j) {
-#pragma unroll
-          for (unsigned e = 0; e < 4; ++e) {
-            acc[j][e] += (e < 2 ? sa : sb) * sum[j][e];
-            sum[j][e] = 0.0f;
-          }
-        }
+        end_group(acc, sum, sa, sb);
         if (flush < c_end) {
           ++group;
           flush = min_u(c_end, flush + per_group);
