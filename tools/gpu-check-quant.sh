@@ -6,7 +6,7 @@
 #  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores: checkpoint layout, packed layout and
 #     shared rows (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed,
 #     so --launch-skip 19 and 27 are int4's fourth launch of each; qgemm_shared 8 times for int8, then int4, so
-#     skip 11); NO_NCU=1 skips it;
+#     skip 11); NCU_RUNS="shared:11:name" picks runs (kernel:skip:name, space-separated); NO_NCU=1 skips it;
 #  2b. (torch) bench/pytorch_qgemm_baseline.py on the same matrices and rows: torch.matmul on BF16, tinygemm int4
 #     (torch._weight_int4pack_mm, group 64) and per-column int8 (torch._weight_int8pack_mm);
 #  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, with the checkpoint layout
@@ -51,7 +51,8 @@ fi
 
 if [[ $STEPS == *" ncu "* ]]; then
   : > "$OUT/ncu.txt"
-  for run in tc:19:"int4 tensor cores" tc:27:"int4 tensor cores packed" shared:11:"int4 packed shared rows"; do
+  read -r -a NCU_LIST <<< "${NCU_RUNS:-tc:19:int4-tensor-cores tc:27:int4-tensor-cores-packed shared:11:int4-packed-shared-rows}"
+  for run in "${NCU_LIST[@]}"; do
     IFS=: read -r kernel skip what <<< "$run"
     echo "=== qgemm_$kernel launch-skip $skip ($what)" >> "$OUT/ncu.txt"
     timeout 90 ncu --clock-control none --kernel-name regex:qgemm_$kernel --launch-skip "$skip" --launch-count 1 \
