@@ -319,16 +319,7 @@ TK_DEV void qgemm_tc_packed16(const QGemmTcArgs& args) {
         packed_chunk<kBits, T, kFrags>(wa, wb, u, cur, sum);
         if (cc + 1 == flush) {  // warp-uniform: the group (or its part in this slice) is done
           end_group(acc, sum, sa, sb);
-          if (flush < c_end) {
-            ++group;
-            flush = min_u(c_end, flush + per_group);
-            sa = na;
-            sb = nb;
-            if (group + 1 < groups) {
-              na = qgemm_scale(a, scales_a[group + 1]);
-              nb = qgemm_scale(a, scales_b[group + 1]);
-            }
-          }
+          if (flush < c_end) next_group(a, scales_a, scales_b, groups, per_group, c_end, group, flush, sa, sb, na, nb);
         }
       }
       word_a = next_a;

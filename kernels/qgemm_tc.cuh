@@ -100,4 +100,19 @@ TK_DEV void end_group(float (&acc)[kAcc][4], float (&sum)[kFrags][4], float sa, 
   }
 }
 
+// The packed loops' next group (after end_group, when the slice goes on): its last chunk, its scales (loaded a
+// group ahead: na, nb) moved up, and the scales of the group after it loaded.
+TK_DEV void next_group(const QGemmArgs& a, const unsigned short* scales_a, const unsigned short* scales_b,
+                       unsigned groups, unsigned per_group, unsigned c_end, unsigned& group, unsigned& flush, float& sa,
+                       float& sb, float& na, float& nb) {
+  ++group;
+  flush = min_u(c_end, flush + per_group);
+  sa = na;
+  sb = nb;
+  if (group + 1 < groups) {
+    na = qgemm_scale(a, scales_a[group + 1]);
+    nb = qgemm_scale(a, scales_b[group + 1]);
+  }
+}
+
 }  // namespace tandem::kernels
