@@ -249,22 +249,6 @@ struct QGemmTcArgs {
   unsigned packed;  // 1: codes in the tensor-core layout (slices of whole 16-byte groups; lowering checks)
 };
 
-// The quantized GEMM with a block's rows shared by its warps (qgemm_tc_shared.cu): packed codes, 16-bit rows, up
-// to kQGemmSharedRows real rows. A block of kQGemmTcWarps warps covers kQGemmTcWarps tiles of 16 columns (grid x)
-// over ONE K slice (grid y: splits and slice_chunks as qgemm_tc's, from (k, cols) alone), so it loads that
-// slice's rows once for all its warps, where qgemm_tc's warps each load their own. With splits > 1 a block
-// leaves its sums in partials [splits][kQGemmSharedRows][cols] and the last block of a column group to arrive
-// (counters[grid x], which it resets to 0) sums the slices from the first: qgemm_tc's split and order of sums,
-// so qgemm_tc's bits.
-enum : unsigned { kQGemmSharedRows = 16 };
-struct QGemmSharedArgs {
-  QGemmArgs q;
-  unsigned splits;
-  unsigned slice_chunks;
-  float* partials;     // splits x kQGemmSharedRows x cols floats (unused when splits == 1)
-  unsigned* counters;  // one per column group, 0 between launches
-};
-
 // The persistent caches of a bound State, as the index buffer lists them: per cache, the device
 // addresses of its K and V arrays, each [slots][capacity][width] of the plan's cache element type.
 struct CacheTable {

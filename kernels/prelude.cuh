@@ -49,12 +49,6 @@ TK_DEV void allow_dependents() {
 #endif
 }
 
-// Cross-block hand-over (qgemm_tc_shared.cu): a block's stores made visible to the device before it counts
-// itself in, the count, and loads that skip L1 (another block wrote them).
-TK_DEV void fence_device() { __threadfence(); }
-TK_DEV unsigned count_in(unsigned* counter) { return atomicAdd(counter, 1u); }
-TK_DEV float load_l2(const float* p) { return __ldcg(p); }
-
 TK_DEV float fast_exp(float x) { return __expf(x); }
 TK_DEV float neg_inf() { return __int_as_float(0xff800000); }
 TK_DEV float bits_float(unsigned u) { return __uint_as_float(u); }
@@ -214,4 +208,3 @@ TK_DEV void for_each_chunk(unsigned rows, unsigned width, F&& f) {
 #include "nucleus.cuh"
 #include "head_norm_rope.cuh"
 #include "qgemm.cuh"
-#include "qgemm_tc.cuh"

@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
 # The quantized drafter's figures on the GPU machine (issue 14), in one call of under 10 minutes:
-#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts, the shared-rows kernel (up to 16
-#     rows) and the dense decode GEMM on the Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights
+#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts and the dense decode GEMM on the Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights
 #     rotated past the L2;
-#  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores: checkpoint layout, packed layout and
-#     shared rows (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed,
-#     so --launch-skip 19 and 27 are int4's fourth launch of each; qgemm_shared 8 times for int8, then int4, so
-#     skip 11); NCU_RUNS="shared:11:name" picks runs (kernel:skip:name, space-separated); NO_NCU=1 skips it;
+#  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores, checkpoint layout and packed layout
+#     (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed, so
+#     --launch-skip 19 and 27 are int4's fourth launch of each); NCU_RUNS="tc:27:name" picks runs
+#     (kernel-name suffix:skip:name, space-separated); NO_NCU=1 skips it;
 #  2b. (torch) bench/pytorch_qgemm_baseline.py on the same matrices and rows: torch.matmul on BF16, tinygemm int4
 #     (torch._weight_int4pack_mm, group 64) and per-column int8 (torch._weight_int8pack_mm);
 #  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, with the checkpoint layout
-#     (TANDEM_CUDA_QGEMM_PACKED=0), the packed one (the default) and the shared-rows kernel
-#     (TANDEM_CUDA_QGEMM_SHARED=1) (SPEC_BATCHES overrides the batches).
+#     (TANDEM_CUDA_QGEMM_PACKED=0) and the packed one (the default) (SPEC_BATCHES overrides the batches).
 #  4. (only when STEPS names it: "source") ncu's full set on the packed int4 launch of step 2, as its SASS with
 #     each instruction's stall samples (ncu --page source --print-source sass --csv): where a chunk's
 #     instructions come from and which ones wait.
 # STEPS picks the steps (default "study torch ncu spec"). At most 8 files come back from a call, so everything lands
 # in eight: quant.log (the summary, printed last), kernels.json, torch-qgemm.json, ncu.txt, spec-ckpt.json,
-# spec-packed.json, spec-shared.json, build.log (sass-stalls.csv with "source": run it without "torch").
+# spec-packed.json, build.log and, with "source", sass-stalls.csv.
 #   OUT=$OUT ./tools/gpu-check-quant.sh          STEPS=source OUT=$OUT ./tools/gpu-check-quant.sh
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 LOG=$OUT/quant.log
@@ -51,7 +49,7 @@ fi
 
 if [[ $STEPS == *" ncu "* ]]; then
   : > "$OUT/ncu.txt"
-  read -r -a NCU_LIST <<< "${NCU_RUNS:-tc:19:int4-tensor-cores tc:27:int4-tensor-cores-packed shared:11:int4-packed-shared-rows}"
+  read -r -a NCU_LIST <<< "${NCU_RUNS:-tc:19:int4-tensor-cores tc:27:int4-tensor-cores-packed}"
   for run in "${NCU_LIST[@]}"; do
     IFS=: read -r kernel skip what <<< "$run"
     echo "=== qgemm_$kernel launch-skip $skip ($what)" >> "$OUT/ncu.txt"
@@ -64,14 +62,13 @@ if [[ $STEPS == *" ncu "* ]]; then
   done
 fi
 
-for layout in ckpt packed shared; do
+for layout in ckpt packed; do
   [[ $STEPS == *" spec "* ]] || break
   LEFT=$(( 560 - $(elapsed) ))
   [ "$LEFT" -gt 60 ] || { say "no time left for the $layout round"; break; }
-  [ "$layout" != shared ] && LEFT=$(( LEFT / 2 ))
+  [ "$layout" = ckpt ] && LEFT=$(( LEFT / 2 ))
   say "cuda_spec_bench, $layout layout (up to $LEFT s)"
-  env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = ckpt ] && echo 0 || echo 1) \
-    TANDEM_CUDA_QGEMM_SHARED=$([ "$layout" = shared ] && echo 1 || echo 0) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
+  env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = ckpt ] && echo 0 || echo 1) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
     --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 --json "$OUT/spec-$layout.json" \
     > /dev/null 2>> "$LOG"
   say "cuda_spec_bench $layout rc $?"
@@ -95,8 +92,8 @@ for e in k:
             ks[q["kernel"]] = q["median_us"]
     dense = ks.get("dense bf16 decode GEMM")
     line = f"{e.get('shape', '?'):>14} rows {e.get('rows', '?'):>4}"
-    for name in ("qgemm int4 tensor cores", "qgemm int4 tensor cores packed", "qgemm int4 tensor cores packed shared rows",
-                 "qgemm int8 tensor cores", "qgemm int8 tensor cores packed", "qgemm int8 tensor cores packed shared rows",
+    for name in ("qgemm int4 tensor cores", "qgemm int4 tensor cores packed",
+                 "qgemm int8 tensor cores", "qgemm int8 tensor cores packed",
                  "dense bf16 decode GEMM", "torch int4 tinygemm", "torch int8 per-column", "torch bf16 matmul"):
         if name in ks:
             rel = f" ({ks[name] / dense:.2f}x)" if dense and name != "dense bf16 decode GEMM" else ""
@@ -106,7 +103,7 @@ for (shape, rows), e in torch_runs.items():  # a PyTorch kernel that failed or d
     for q in e.get("kernels", []):
         if "error" in q or q.get("max_rel_diff", 0) > 0.02:
             print(f"torch {q['kernel']} {shape} rows {rows}: {q.get('error', q.get('max_rel_diff'))}")
-for layout in ("ckpt", "packed", "shared"):
+for layout in ("ckpt", "packed"):
     s = load(f"spec-{layout}.json")
     for name, d in s.get("drafters", {}).items():
         if "refused" in d:

@@ -40,7 +40,6 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_STREAM_GEMM", "1")) o.stream_gemm = true;
   if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
   if (env_is("TANDEM_CUDA_QGEMM_PACKED", "0")) o.qgemm_packed = false;
-  if (env_is("TANDEM_CUDA_QGEMM_SHARED", "1")) o.qgemm_shared = true;
   if (const char* v = std::getenv("TANDEM_CUDA_SPLIT_CTAS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
@@ -132,7 +131,6 @@ class CudaBackend final : public ir::Backend {
     po.fuse_qkv_prep = options_.fuse_qkv_prep;
     po.split_ctas = options_.decoder_split_ctas;
     po.stream_gemm = options_.stream_gemm;
-    po.qgemm_shared = options_.qgemm_shared && options_.qgemm_packed;
     po.overlap_launches = options_.overlap_launches && device_->info().cc_major >= 9;
     const Device::Lowering lowering(*device_);
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));

@@ -76,11 +76,6 @@ struct CudaOptions {
   // shape the kernel study times (BENCHMARKS, issue 14). Bits may differ from the checkpoint layout's in the
   // last place (another order of the mma's sums). TANDEM_CUDA_QGEMM_PACKED=0: the checkpoint layout.
   bool qgemm_packed = true;
-  // TANDEM_CUDA_QGEMM_SHARED=1: a QGemm of packed codes over 16-bit rows in a bucket of up to 16 rows (a draft
-  // block) runs kernels/qgemm_tc_shared.cu, whose blocks share one K slice's rows among their warps and sum the
-  // slices across blocks: the same bits, an eighth of the row reads. Off by default until timed (PERF_NOTES,
-  // issue 14).
-  bool qgemm_shared = false;
 };
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);

@@ -111,10 +111,6 @@
   X(qgemm_tc_bf16_bf16, QGemmTcArgs, "qgemm_tc.cu")                         \
   X(qgemm_tc_bf16_f32, QGemmTcArgs, "qgemm_tc.cu")                          \
   X(qgemm_tc_f32_bf16, QGemmTcArgs, "qgemm_tc.cu")                          \
-  X(qgemm_shared_f16_f16, QGemmSharedArgs, "qgemm_tc_shared.cu")            \
-  X(qgemm_shared_f16_f32, QGemmSharedArgs, "qgemm_tc_shared.cu")            \
-  X(qgemm_shared_bf16_bf16, QGemmSharedArgs, "qgemm_tc_shared.cu")          \
-  X(qgemm_shared_bf16_f32, QGemmSharedArgs, "qgemm_tc_shared.cu")           \
   X(selector_walk_f32_u32, SelectorWalkArgs, "selector_walk.cu")                       \
   X(reject_sample_f32_u32, RejectSampleArgs, "reject_sample.cu")                        \
   X(reject_commit_u32, RejectSampleArgs, "reject_sample.cu")
@@ -141,7 +137,6 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::TapArgs, kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
                                 kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
                                 kernels::GemmDecodeArgs, kernels::GemmStreamArgs, kernels::QGemmArgs, kernels::QGemmTcArgs,
-                                kernels::QGemmSharedArgs,
                                 kernels::SelectorWalkArgs, kernels::RejectSampleArgs>;
 
 struct KernelInfo {

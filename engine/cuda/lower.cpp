@@ -23,9 +23,6 @@ class Lowering {
 
  private:
   Status allocate();
-  // PlanOptions::qgemm_shared: the partials and counters of the QGemms that may run qgemm_tc_shared.cu (up to
-  // kQGemmSharedRows bucket rows), the largest any needs; counters zeroed.
-  Status allocate_qgemm_scratch(const std::string& where);
   Status build_rope_tables();
   // Decoder graphs rotate at any position a cache holds: angles from inverse frequencies per (theta,
   // head_dim), computed in the kernel (head_norm_rope) instead of position tables.
@@ -98,7 +95,6 @@ class Lowering {
   std::map<std::pair<uint32_t, uint32_t>, const float*> inv_freqs_;  // (theta bits, head_dim) -> [head_dim / 2]
   size_t skip_ = 0;  // ops after the current one that its step absorbed (a Rope fused into HeadRmsNorm)
   size_t stage_bytes_ = 0;
-  QGemmScratch qgemm_scratch_;  // counters null: no QGemm of this plan runs qgemm_tc_shared.cu
 };
 
 Result<Loc> Lowering::loc(ir::Val v) const {
@@ -155,27 +151,6 @@ Status Lowering::add(Result<KernelStep> step, std::string label) {
   return {};
 }
 
-Status Lowering::allocate_qgemm_scratch(const std::string& where) {
-  if (!plan_.options_.qgemm_shared || device_.info().cc_major < 8) return Status();
-  size_t partials = 0, counters = 0;
-  for (const ir::Op& op : graph_.ops) {
-    const auto* q = std::get_if<ir::QGemm>(&op);
-    if (q == nullptr || bucket_.rows(graph_.info(q->a).rows) > kernels::kQGemmSharedRows) continue;
-    const auto [p, c] = qgemm_shared_scratch(graph_.info(q->a).width, graph_.info(q->out).width);
-    partials = std::max(partials, p);
-    counters = std::max(counters, c);
-  }
-  if (counters == 0) return Status();
-  TANDEM_ASSIGN(plan_.qgemm_partials_, DeviceBuffer::make(std::max<size_t>(partials, 1) * sizeof(float),
-                                                          "the quantized GEMM slice partials of " + where));
-  TANDEM_ASSIGN(plan_.qgemm_counters_, DeviceBuffer::make(counters * sizeof(unsigned),
-                                                          "the quantized GEMM counters of " + where));
-  TANDEM_CUDA_CHECK(cudaMemsetAsync(plan_.qgemm_counters_.data(), 0, counters * sizeof(unsigned), device_.stream()));
-  qgemm_scratch_ = QGemmScratch{plan_.qgemm_partials_.as<float>(), partials, plan_.qgemm_counters_.as<unsigned>(),
-                                counters};
-  return Status();
-}
-
 Status Lowering::allocate() {
   const size_t arena_bytes = layout_.len * sizeof(float);
   const std::string where = "the plan of bucket " + ir::to_string(bucket_);
@@ -202,7 +177,6 @@ Status Lowering::allocate() {
   TANDEM_ASSIGN(plan_.stage_, DeviceBuffer::make(stage_bytes_, "the FP16 staging buffer of " + where));
   TANDEM_ASSIGN(plan_.scratch_, DeviceBuffer::make(cache_attention_scratch_bytes(graph_, bucket_),
                                                    "the cache attention partials of " + where));
-  TANDEM_TRY(allocate_qgemm_scratch(where));
 
   plan_.feature_width_ = graph_.feature_width;
   const size_t feature_bytes = size_t{bucket_.tokens} * graph_.feature_width * sizeof(float);
@@ -512,9 +486,7 @@ Status Lowering::lower(size_t i, const ir::QGemm& op) {
   }
   // Tensor cores wherever the device has mma.sync (sm_80+), at every row count: one kernel per shape, so a
   // row's bits do not depend on the bucket (docs/quantization.md, "Backends").
-  return add(qgemm_step(ctx_, a, q, b, act, accumulate, out, device_.info().cc_major >= 8,
-                        qgemm_scratch_.counters != nullptr ? &qgemm_scratch_ : nullptr),
-             where);
+  return add(qgemm_step(ctx_, a, q, b, act, accumulate, out, device_.info().cc_major >= 8), where);
 }
 
 Status Lowering::lower(size_t i, const ir::Embed& o) {

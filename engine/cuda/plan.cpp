@@ -41,7 +41,6 @@ Status CudaPlan::run_step(const Step& step, size_t tier, cudaStream_t stream) co
 
 size_t CudaPlan::bytes() const {
   return arena_.bytes() + stage_.bytes() + rope_.bytes() + inv_freq_.bytes() + scratch_.bytes() + index_dev_.bytes() +
-         qgemm_partials_.bytes() + qgemm_counters_.bytes() +
          features_dev_.bytes();
 }
 

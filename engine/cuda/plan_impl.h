@@ -32,7 +32,6 @@ struct PlanOptions {
   uint32_t split_ctas = 0;     // decoder_gemm_splits' target (0: its fixed rule)
   bool stream_gemm = false;    // decoder GEMMs of up to 16 rows on gemm_stream.cu where a probe shows cuBLASLt's bits
   bool overlap_launches = true;  // streaming GEMMs launched to prefetch weights while the kernel ahead runs
-  bool qgemm_shared = false;     // QGemms of packed codes and up to 16 rows: qgemm_tc_shared.cu (cuda_backend.h)
 };
 
 // The token rows of a plan's GEMM tiers, ascending, the last the bucket's tokens: steps of an eighth of
@@ -94,7 +93,6 @@ class CudaPlan final : public ir::Plan {
   IndexLayout index_;
   std::vector<uint32_t> cache_widths_;  // of the graph's caches: a bound State must have these
   DeviceBuffer arena_, stage_, rope_, inv_freq_, scratch_, index_dev_;
-  DeviceBuffer qgemm_partials_, qgemm_counters_;  // PlanOptions::qgemm_shared's scratch (steps_impl.h QGemmScratch)
   PinnedBuffer index_host_, out_host_;
   // Input's host feature rows: staged in pinned memory, then copied to features_dev_ before the steps.
   uint32_t feature_width_ = 0;

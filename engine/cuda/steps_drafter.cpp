@@ -2,7 +2,6 @@
 // dyn_conv (DFlash 2, dflash.md §3.2) and qgemm (quantized weights, docs/quantization.md). Shapes and
 // element types are checked here, at lowering.
 #include <algorithm>
-#include <optional>
 
 #include "engine/cuda/qgemm_layout.h"
 #include "engine/cuda/steps_impl.h"
@@ -81,15 +80,8 @@ Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& 
   return s;
 }
 
-std::pair<size_t, size_t> qgemm_shared_scratch(uint32_t k, uint32_t cols) {
-  const GemmDecodeSplit split = gemm_decode_split(k, cols);
-  const size_t tiles = (size_t{cols} + 15) / 16, groups = (tiles + kernels::kQGemmTcWarps - 1) / kernels::kQGemmTcWarps;
-  return {split.splits > 1 ? size_t{split.splits} * kernels::kQGemmSharedRows * cols : 0, groups};
-}
-
 Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
-                              unsigned act, bool accumulate, const Loc& out, bool tensor_cores,
-                              const QGemmScratch* shared) {
+                              unsigned act, bool accumulate, const Loc& out, bool tensor_cores) {
   const std::string what = fmt::format("{} into {} (int{} codes, groups of {})", x.describe(), out.describe(), w.bits,
                                        w.group);
   if (x.rows != out.rows || x.ptr == out.ptr || w.codes == nullptr || w.scales == nullptr) {
@@ -141,27 +133,6 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
                                              32 * per));
       }
       split.slice_chunks = (split.slice_chunks + per - 1) / per * per;
-    }
-    if (shared != nullptr && w.packed && rows <= kernels::kQGemmSharedRows) {
-      // The block's rows shared by its warps (kernels/qgemm_tc_shared.cu): the same split, the same bits.
-      std::optional<KernelId> id;
-      if (x.type == Dt::kF16 && out.type == Dt::kF16) id = KernelId::qgemm_shared_f16_f16;
-      if (x.type == Dt::kF16 && out.type == Dt::kF32) id = KernelId::qgemm_shared_f16_f32;
-      if (x.type == Dt::kBF16 && out.type == Dt::kBF16) id = KernelId::qgemm_shared_bf16_bf16;
-      if (x.type == Dt::kBF16 && out.type == Dt::kF32) id = KernelId::qgemm_shared_bf16_f32;
-      if (id) {
-        const auto [partials, counters] = qgemm_shared_scratch(x.width, out.width);
-        if (shared->partial_floats < partials || shared->counter_count < counters || counters > 65535) {
-          return mismatch("qgemm", fmt::format("{}: the shared-rows kernel needs {} partial floats and {} counters, "
-                                               "the plan holds {} and {}", what, partials, counters,
-                                               shared->partial_floats, shared->counter_count));
-        }
-        s.id = *id;
-        s.grid = dim3(static_cast<unsigned>(counters), split.splits);
-        s.block = dim3(kernels::kQGemmTcWarps * 32);
-        s.args = kernels::QGemmSharedArgs{q, split.splits, split.slice_chunks, shared->partials, shared->counters};
-        return s;
-      }
     }
     const uint64_t tiles = (uint64_t{out.width} + 15) / 16, per_block = kernels::kQGemmTcWarps / split.splits;
     const uint64_t col_blocks = (tiles + per_block - 1) / per_block;

@@ -6,7 +6,6 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
-#include <utility>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -149,24 +148,11 @@ struct QuantWeight {
   uint32_t group = 0;
   bool packed = false;  // codes in the tensor-core layout (qgemm_layout.h): tensor cores only
 };
-// The shared-rows quantized GEMM's scratch (kernels/qgemm_tc_shared.cu): slice partials and column-group
-// counters, one pair for every QGemm of a plan (they run in order, and each launch leaves its counters at 0).
-struct QGemmScratch {
-  float* partials = nullptr;
-  size_t partial_floats = 0;
-  unsigned* counters = nullptr;  // zeroed when the plan is made
-  size_t counter_count = 0;
-};
-// What a QGemm of k into cols needs of it: {partial floats, counters}.
-std::pair<size_t, size_t> qgemm_shared_scratch(uint32_t k, uint32_t cols);
 // QGemm: out = act(x · dequant(W)ᵀ + bias) (accumulate: out += it, act none); x FP32 or 16-bit, out FP32,
 // x's type or (from FP32 x) a 16-bit type; k a multiple of 32 and of the group, the group a multiple of 32.
 // tensor_cores (sm_80+): kernels/qgemm_tc.cu, else kernels/qgemm.cu (docs/quantization.md says which runs when).
-// `shared` (packed codes, 16-bit x, up to kQGemmSharedRows bucket rows): kernels/qgemm_tc_shared.cu over it,
-// the same bits as qgemm_tc.cu's.
 Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
-                              unsigned act, bool accumulate, const Loc& out, bool tensor_cores,
-                              const QGemmScratch* shared = nullptr);
+                              unsigned act, bool accumulate, const Loc& out, bool tensor_cores);
 // k and v must be token rows of the cache's element type `cache_type`; the cache's `width` elements (0: k's
 // width) come from columns k_col of k and v_col of v (a fused [q | k | v] row holds both).
 Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type,

@@ -71,20 +71,10 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
       TANDEM_ASSIGN(packed, rotation(device, std::move(packed0), p.size(), copies));
     }
     std::vector<float> first;
-    // The shared-rows kernel's scratch (steps_impl.h QGemmScratch), where it may run (up to 16 rows).
-    const auto [partial_floats, counter_count] = qgemm_shared_scratch(k, cols);
-    DeviceBuffer partials, counters;
-    if (rows <= kernels::kQGemmSharedRows && !packed.empty()) {
-      TANDEM_ASSIGN(partials, DeviceBuffer::make(std::max<size_t>(partial_floats, 1) * 4, "study qgemm partials"));
-      TANDEM_ASSIGN(counters, upload_vector(device, std::vector<uint32_t>(counter_count, 0u), "study qgemm counters"));
-    }
-    QGemmScratch scratch{partials.as<float>(), partial_floats, counters.as<unsigned>(), counter_count};
-    enum class Kernel { kCudaCores, kTensorCores, kTensorCoresPacked, kSharedRows };
-    for (Kernel kind : {Kernel::kCudaCores, Kernel::kTensorCores, Kernel::kTensorCoresPacked, Kernel::kSharedRows}) {
-      const bool tc = kind != Kernel::kCudaCores, pack = kind == Kernel::kTensorCoresPacked || kind == Kernel::kSharedRows;
-      const bool shared = kind == Kernel::kSharedRows;
+    enum class Kernel { kCudaCores, kTensorCores, kTensorCoresPacked };
+    for (Kernel kind : {Kernel::kCudaCores, Kernel::kTensorCores, Kernel::kTensorCoresPacked}) {
+      const bool tc = kind != Kernel::kCudaCores, pack = kind == Kernel::kTensorCoresPacked;
       if (pack && packed.empty()) continue;
-      if (shared && counters.data() == nullptr) continue;
       std::vector<KernelStep> steps;  // one per weight copy
       for (size_t i = 0; i < copies; ++i) {
         QuantWeight w;
@@ -94,12 +84,8 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
         w.group = kGroup;
         w.packed = pack;
         TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
-                                                  bf16_loc(y, cols, "y"), tc, shared ? &scratch : nullptr));
-        step.label = fmt::format("qgemm int{} {}", bits,
-                                 shared ? "tensor cores packed shared rows"
-                                 : pack ? "tensor cores packed"
-                                 : tc   ? "tensor cores"
-                                        : "cuda cores");
+                                                  bf16_loc(y, cols, "y"), tc));
+        step.label = fmt::format("qgemm int{} {}", bits, pack ? "tensor cores packed" : tc ? "tensor cores" : "cuda cores");
         steps.push_back(std::move(step));
       }
       QGemmStudy st;

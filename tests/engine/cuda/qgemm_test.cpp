@@ -1,7 +1,6 @@
-// The quantized GEMM kernels (issue 14) through their launcher, each test on four paths: CUDA cores
-// (kernels/qgemm.cu), tensor cores (kernels/qgemm_tc.cu), tensor cores on codes in the tensor-core layout
-// (engine/cuda/qgemm_layout.h; k it cannot hold is refused), and those codes with the plan's scratch for
-// kernels/qgemm_tc_shared.cu (16-bit rows in a bucket of up to 16 rows; larger buckets fall back to qgemm_tc). Against a float64 reference over the dequantized
+// The quantized GEMM kernels (issue 14) through their launcher, each test on three paths: CUDA cores
+// (kernels/qgemm.cu), tensor cores (kernels/qgemm_tc.cu) and tensor cores on codes in the tensor-core layout
+// (engine/cuda/qgemm_layout.h; k it cannot hold is refused). Against a float64 reference over the dequantized
 // weight: int8 and int4 codes, groups of 32/64/128, F16 and BF16 scales, 1 to 64 rows, every element-type
 // variant and epilogue, K split into slices that cut groups; rows past the real count keep their sentinel, and
 // a row's bits do not depend on the row count.
@@ -16,7 +15,6 @@ namespace tandem::cuda::test {
 namespace {
 
 constexpr ir::Bucket kBucket{64, 4, 8};
-constexpr ir::Bucket kDraftBucket{kernels::kQGemmSharedRows, 4, 8};  // where the shared-rows kernel may run
 
 // One quantized matrix [cols, k] as the checkpoint stores it, and its codes as integers.
 struct QuantCase {
@@ -98,27 +96,13 @@ double sum_bound(const QuantCase& c, Dt in, bool tensor_cores) {
 // output type's rounding; padding rows keep the sentinel. Returns the outputs of the real rows.
 // The kernels under test: CUDA cores and tensor cores on the checkpoint's codes, and tensor cores on the same
 // codes in the tensor-core layout (qgemm_layout.h).
-enum class Path { kCudaCores, kTensorCores, kTensorCoresPacked, kSharedRows };
-
-// One scratch for every shared-rows launch of the test binary, as a plan has one for all its QGemms: a launch
-// that left a counter above 0 would break the next one's count.
-struct SharedScratch {
-  DeviceBuffer partials = to_device(std::vector<float>(size_t{8} * kernels::kQGemmSharedRows * 256, kSentinel));
-  DeviceBuffer counters = to_device(std::vector<uint32_t>(16, 0u));
-  QGemmScratch scratch() { return {partials.as<float>(), partials.bytes() / 4, counters.as<unsigned>(), 16}; }
-};
-SharedScratch& shared_scratch() {
-  static SharedScratch s;
-  return s;
-}
+enum class Path { kCudaCores, kTensorCores, kTensorCoresPacked };
 
 std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, std::mt19937& rng, const std::string& what,
                          Path path) {
   const bool tensor_cores = path != Path::kCudaCores;
-  const bool packed_codes = path == Path::kTensorCoresPacked || path == Path::kSharedRows;
-  const ir::Bucket bucket = path == Path::kSharedRows && rows <= kDraftBucket.tokens ? kDraftBucket : kBucket;
   std::vector<uint8_t> code_bytes = c.codes;
-  if (packed_codes) {  // k the layout's words cannot hold is refused, named
+  if (path == Path::kTensorCoresPacked) {  // k the layout's words cannot hold is refused, named
     auto packed = pack_qgemm_tc_codes(c.codes, c.cols, c.k, c.bits);
     if (c.k % (32 * qgemm_tc_pack_chunks(c.bits)) != 0) {
       EXPECT_FALSE(packed.ok()) << what;
@@ -133,37 +117,29 @@ std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, std::
   }
   std::mt19937 brng(rows * 7919u + c.cols);
   ir::Batch batch = make_batch({rows}, {0}, 50, brng);
-  const auto d = device_batch(batch, bucket);
+  const auto d = device_batch(batch, kBucket);
   const std::vector<float> x = rounded_to(random_floats(size_t{kBucket.tokens} * c.k, rng, 1.0f), r.in);
   const std::vector<float> bias = random_floats(c.cols, rng, 0.5f);
-  std::vector<float> prior = rounded_to(random_floats(size_t{bucket.tokens} * c.cols, rng, 1.0f), r.out);
+  std::vector<float> prior = rounded_to(random_floats(size_t{kBucket.tokens} * c.cols, rng, 1.0f), r.out);
   for (size_t i = size_t{rows} * c.cols; i < prior.size(); ++i) prior[i] = kSentinel;
   DeviceBuffer xd = typed_buffer(x, r.in);
   DeviceBuffer codes = to_device(code_bytes);
   DeviceBuffer scales = to_device(c.scale_bits);
   DeviceBuffer bd = to_device(bias);
-  DeviceBuffer yd = r.accumulate ? typed_buffer(prior, r.out) : sentinel_buffer(bucket.tokens, c.cols, r.out);
+  DeviceBuffer yd = r.accumulate ? typed_buffer(prior, r.out) : sentinel_buffer(kBucket.tokens, c.cols, r.out);
   QuantWeight w;
   w.codes = codes.data();
   w.scales = scales.as<const uint16_t>();
   w.scale_bf16 = c.bf16;
   w.bits = c.bits;
   w.group = c.group;
-  w.packed = packed_codes;
-  QGemmScratch scratch = shared_scratch().scratch();
-  auto step = qgemm_step(d->ctx, make_loc(xd, ir::Rows::kTokens, c.k, r.in, "x"), w,
-                         r.bias ? bd.as<const float>() : nullptr, r.act, r.accumulate,
-                         make_loc(yd, ir::Rows::kTokens, c.cols, r.out, "y"), tensor_cores,
-                         path == Path::kSharedRows ? &scratch : nullptr);
-  if (path == Path::kSharedRows && step.ok()) {  // the shared-rows kernel where it may run, qgemm_tc elsewhere
-    const bool shared = std::holds_alternative<kernels::QGemmSharedArgs>(step->args);
-    EXPECT_EQ(shared, bucket.tokens <= kernels::kQGemmSharedRows && r.in != Dt::kF32 &&
-                          (r.out == r.in || r.out == Dt::kF32)) << what;
-  }
-  run_step(std::move(step));
+  w.packed = path == Path::kTensorCoresPacked;
+  run_step(qgemm_step(d->ctx, make_loc(xd, ir::Rows::kTokens, c.k, r.in, "x"), w,
+                      r.bias ? bd.as<const float>() : nullptr, r.act, r.accumulate,
+                      make_loc(yd, ir::Rows::kTokens, c.cols, r.out, "y"), tensor_cores));
   std::vector<double> want, mag;
   reference(c, x, rows, want, mag);
-  const std::vector<float> got = read_floats(yd, size_t{bucket.tokens} * c.cols, r.out);
+  const std::vector<float> got = read_floats(yd, size_t{kBucket.tokens} * c.cols, r.out);
   const double gamma = sum_bound(c, r.in, tensor_cores);
   for (size_t i = 0; i < want.size(); ++i) {
     const size_t j = i % c.cols;
@@ -275,40 +251,6 @@ TEST_P(QGemmTest, RowBitsDoNotDependOnTheRowCount) {
   }
 }
 
-// The shared-rows kernel (kernels/qgemm_tc_shared.cu) against qgemm_tc's packed path on the same operands: the
-// same bits at 1 to 16 rows, with the K split in 1, 2 and 8 slices and a last column group that ends inside its
-// block, both 16-bit input types and both outputs; then once more on the same scratch (a launch must leave its
-// counters at 0 for the next).
-TEST(QGemmSharedRows, KeepThePackedKernelsBits) {
-  TANDEM_REQUIRE_GPU();
-  ASSERT_NE(gpu().modules, nullptr);
-  std::mt19937 rng(20261206);
-  struct Shape {
-    uint32_t k, cols, group;
-  };
-  for (uint32_t bits : {8u, 4u}) {
-    for (const Shape& sh : {Shape{128, 40, 64}, Shape{384, 40, 128}, Shape{2048, 136, 32}}) {
-      const QuantCase c = make_case(sh.cols, sh.k, bits, sh.group, bits == 4, rng);
-      for (const auto& [in, out] : {std::pair{Dt::kBF16, Dt::kBF16}, std::pair{Dt::kF16, Dt::kF32}}) {
-        for (uint32_t rows : {1u, 9u, 16u}) {
-          const std::string what = fmt::format("int{} k {} cols {} group {}, {} -> {}, {} rows", bits, sh.k, sh.cols,
-                                               sh.group, dt_name(in), dt_name(out), rows);
-          const QRun run{in, out, kernels::kActNone, false, true};
-          std::mt19937 r1(rows), r2(rows), r3(rows);
-          const std::vector<float> shared = check(c, rows, run, r1, what + " shared rows", Path::kSharedRows);
-          const std::vector<float> packed = check(c, rows, run, r2, what + " packed", Path::kTensorCoresPacked);
-          const std::vector<float> again = check(c, rows, run, r3, what + " shared rows again", Path::kSharedRows);
-          ASSERT_FALSE(shared.empty() || packed.empty() || again.empty()) << what;
-          for (size_t e = 0; e < packed.size(); ++e) {
-            ASSERT_EQ(shared[e], packed[e]) << what << ": row " << e / c.cols << " column " << e % c.cols;
-            ASSERT_EQ(again[e], shared[e]) << what << ": row " << e / c.cols << " column " << e % c.cols;
-          }
-        }
-      }
-    }
-  }
-}
-
 // Lowers one qgemm of 8 columns over 64-wide FP32 rows (zeros: only the lowering is under test) with the
 // codes `w` describes (its codes and scales are set here).
 Result<KernelStep> lower_small(QuantWeight w, uint32_t k, bool tensor_cores) {
@@ -362,13 +304,11 @@ TEST_P(QGemmTest, PackedCodesNeedTheTensorCoreKernel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, QGemmTest,
-                         ::testing::Values(Path::kCudaCores, Path::kTensorCores, Path::kTensorCoresPacked,
-                                           Path::kSharedRows),
+                         ::testing::Values(Path::kCudaCores, Path::kTensorCores, Path::kTensorCoresPacked),
                          [](const auto& p) {
-                           return p.param == Path::kCudaCores           ? std::string("CudaCores")
-                                  : p.param == Path::kTensorCores       ? std::string("TensorCores")
-                                  : p.param == Path::kTensorCoresPacked ? std::string("TensorCoresPacked")
-                                                                        : std::string("SharedRows");
+                           return p.param == Path::kCudaCores     ? std::string("CudaCores")
+                                  : p.param == Path::kTensorCores ? std::string("TensorCores")
+                                                                  : std::string("TensorCoresPacked");
                          });
 
 }  // namespace

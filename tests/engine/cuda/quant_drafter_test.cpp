@@ -44,11 +44,10 @@ json load_reference() {
   return json::parse(f, nullptr, /*allow_exceptions=*/false);
 }
 
-std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_codes = false, bool shared_rows = false) {
+std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_codes = false) {
   CudaOptions o;
   o.precision = precision;
   o.qgemm_packed = packed_codes;
-  o.qgemm_shared = shared_rows;
   auto b = make_cuda_backend(o);
   EXPECT_TRUE(b.ok()) << b.error().message();
   return b.ok() ? std::move(b).value() : nullptr;
@@ -161,26 +160,22 @@ TEST(CudaQuantDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackendsQuantizedDra
   }
 }
 
-// CudaOptions::qgemm_packed (the default): the codes go up in the tensor-core layout and the block logits and
-// selector rows still match the CPU backend's quantized drafter, at the bounds above; and with qgemm_shared
-// (TANDEM_CUDA_QGEMM_SHARED=1), whose draft blocks of up to 16 rows run kernels/qgemm_tc_shared.cu on BF16 plans.
+// TANDEM_CUDA_QGEMM_PACKED's path (CudaOptions::qgemm_packed): the codes go up in the tensor-core layout and
+// the block logits and selector rows still match the CPU backend's quantized drafter, at the bounds above.
 TEST(CudaQuantDrafter, CodesInTheTensorCoreLayoutMatchTheCpuBackend) {
   TANDEM_REQUIRE_GPU();
   const json ref = load_reference();
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   auto cpu = cpu::make_cpu_backend(2);
-  for (const bool shared_rows : {false, true}) {
-  // The emulator runs FP32 plans (the time of BF16 ones), but the shared-rows kernel takes 16-bit rows only.
-  const ir::Precision p = emulated() && !shared_rows ? ir::Precision::kF32 : ir::Precision::kBF16;
-  auto cuda = cuda_backend(p, true, shared_rows);
+  const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
+  auto cuda = cuda_backend(p, true);
   ASSERT_NE(cuda, nullptr);
   for (const json& m : ref["drafters"]) {
     const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
     for (Quantization q : {Quantization::kInt8, Quantization::kInt4}) {
       const json& c = m["cases"][0];
-      const std::string what = fmt::format("{} {} packed{} at {}", m["dir"].get<std::string>(),
-                                           models::dflash::to_string(q), shared_rows ? ", shared rows" : "",
+      const std::string what = fmt::format("{} {} packed at {}", m["dir"].get<std::string>(), models::dflash::to_string(q),
                                            ir::to_string(p));
       const Drafted want = settle_and_draft(*cpu, dir, target_dir, c, q);
       const Drafted got = settle_and_draft(*cuda, dir, target_dir, c, q);
@@ -192,7 +187,6 @@ TEST(CudaQuantDrafter, CodesInTheTensorCoreLayoutMatchTheCpuBackend) {
         compare(got.out.selector, want.out.selector, tolerance(p), by_row, what + " selector rows");
       }
     }
-  }
   }
 }
 

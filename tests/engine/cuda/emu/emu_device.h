@@ -43,10 +43,6 @@ inline float shfl(float v, int lane) { return ::tandem::emu::warp_read<float>(v,
 // The emulator runs one kernel after another: nothing to wait for, nobody to let in early.
 inline void wait_prior_grids() {}
 inline void allow_dependents() {}
-// One block at a time, its threads fibers on one host thread: every store is seen, every count exact.
-inline void fence_device() {}
-inline unsigned count_in(unsigned* counter) { return (*counter)++; }
-inline float load_l2(const float* p) { return *p; }
 inline float fast_exp(float x) { return std::exp(x); }
 inline float neg_inf() { return -HUGE_VALF; }
 // The host build never fuses (x86-64 without -mfma), so plain operators round once each.
