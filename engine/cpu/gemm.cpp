@@ -28,6 +28,8 @@ struct GemmJob {
   const float* bias;
   ir::Epilogue epilogue;
   Mat out;
+  size_t n;           // output columns: out's width, w's first n columns (at most w.n)
+  size_t panels;      // panels covering them
   size_t block_rows;  // rows per A block
   size_t groups;      // panel groups per A block
 };
@@ -57,7 +59,7 @@ template <int L, int MR>
     }
   }
   const size_t col0 = p * kPanel;
-  const size_t cols = std::min<size_t>(kPanel, job.w->n - col0);
+  const size_t cols = std::min<size_t>(kPanel, job.n - col0);
   const float* bias = job.bias == nullptr ? nullptr : job.bias + col0;
   for (int i = 0; i < MR; ++i) {
     float sum[kPanel];
@@ -99,7 +101,7 @@ template <int L>
     const size_t m0 = t / job.groups * job.block_rows;
     const size_t m1 = std::min<size_t>(job.out.rows, m0 + job.block_rows);
     const size_t p0 = t % job.groups * kGroupPanels;
-    const size_t p1 = std::min<size_t>(job.w->panels(), p0 + kGroupPanels);
+    const size_t p1 = std::min<size_t>(job.panels, p0 + kGroupPanels);
     for (size_t p = p0; p < p1; ++p) {
       size_t m = m0;
       for (; m + kMr <= m1; m += kMr) tile<L, kMr>(job, m, p);
@@ -115,10 +117,11 @@ TANDEM_CPU_ISA_VARIANTS(run_gemm_tasks, gemm_tasks, (const GemmJob& job, size_t 
 
 void gemm(const Exec& ex, Mat a, const PackedMatrix& w, const float* bias, ir::Epilogue epilogue, Mat out) {
   if (out.rows == 0) return;
-  GemmJob job{a.data, &w, bias, epilogue, out, 0, 0};
+  // INVARIANT: out.width <= w.n (a Gemm of w's first rows: ir::Gemm::first_rows, checked by ir::validate).
+  GemmJob job{a.data, &w, bias, epilogue, out, out.width, (size_t{out.width} + kPanel - 1) / kPanel, 0, 0};
   // A whole number of 24-row units (a multiple of every MR) keeps blocks aligned to full tiles.
   job.block_rows = std::clamp<size_t>(kBlockFloats / std::max<size_t>(1, w.k) / 24 * 24, 24, 480);
-  job.groups = (w.panels() + kGroupPanels - 1) / kGroupPanels;
+  job.groups = (job.panels + kGroupPanels - 1) / kGroupPanels;
   const size_t blocks = (out.rows + job.block_rows - 1) / job.block_rows;
   const auto fn = run_gemm_tasks_for(ex.isa);
   ex.pool.parallel_for(blocks * job.groups, 1, [&](size_t begin, size_t end) { fn(job, begin, end); });

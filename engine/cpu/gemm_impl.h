@@ -24,7 +24,8 @@ struct PackedMatrix {
   size_t bytes() const { return data.size() * sizeof(float); }
 };
 
-// a is [rows, w.k], out is [rows, w.n]; bias (w.n floats) may be null. a must not alias out.
+// a is [rows, w.k], out is [rows, n] for n = out.width <= w.n: w's first n columns (all of them but for a
+// Gemm of w's first rows); bias (n floats) may be null. a must not alias out.
 void gemm(const Exec& ex, Mat a, const PackedMatrix& w, const float* bias, ir::Epilogue epilogue, Mat out);
 
 }  // namespace tandem::cpu

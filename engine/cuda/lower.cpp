@@ -320,7 +320,9 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
   TANDEM_ASSIGN(const Loc out, loc(op.out));
   TANDEM_ASSIGN(const DeviceTensor* w, tensor(op.w));
   TANDEM_ASSIGN(const float* b, bias(op.b));
-  if (a.rows != out.rows || w->shape.size() != 2 || w->shape[0] != out.width || w->shape[1] != a.width) {
+  // first_rows: the weight's first out-width rows (row-major, so they are its start).
+  const bool rows_fit = op.first_rows ? w->shape[0] >= out.width : w->shape[0] == out.width;
+  if (a.rows != out.rows || w->shape.size() != 2 || !rows_fit || w->shape[1] != a.width) {
     return Error::make(ErrorKind::kShape, "{}: weight {} is {} for {} to {}", where, graph_.weight(op.w).name(),
                        shape_string(w->shape), a.describe(), out.describe());
   }

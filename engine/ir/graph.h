@@ -68,7 +68,16 @@ struct LayerNorm { Val x; WeightId w; std::optional<WeightId> b; float eps; Val 
 // out = x / sqrt(mean(x²) + eps) · w.
 struct RmsNorm { Val x; WeightId w; float eps; Val out; };
 // out = epilogue(a · wᵀ + b), w is [n, k].
-struct Gemm { Val a; WeightId w; std::optional<WeightId> b; Epilogue epilogue; Val out; };
+// first_rows: w may have more rows than out is wide, and only its first out-width rows are multiplied (a
+// drafter's draft vocabulary over the target's LM head, read in place: no copy, no work past the vocabulary).
+struct Gemm {
+  Val a;
+  WeightId w;
+  std::optional<WeightId> b;
+  Epilogue epilogue;
+  Val out;
+  bool first_rows = false;
+};
 // out = epilogue(a · Wᵀ + b) with W [n, k] quantized group-wise (docs/quantization.md), dequantized
 // inside the loop: W[r, c] = q[r, c] · scales[r, c / group]. `w` holds the codes (codes = true): int8
 // [n, k] for bits 8, or for bits 4 [n, k / 2] bytes with column 2j in the low nibble and 2j + 1 in the

@@ -103,7 +103,16 @@ class Checker {
   }
   Status check(const Gemm& o) const {
     TANDEM_TRY(same_rows(o.a, o.out));
-    TANDEM_TRY(weight(o.w, {w(o.out), w(o.a)}));
+    if (o.first_rows) {  // w's first out-width rows
+      if (o.w.index >= g_.weights.size()) return fail("weight #{} does not exist", o.w.index);
+      const std::vector<uint64_t>& shape = g_.weight(o.w).shape;
+      if (shape.size() != 2 || shape[0] < w(o.out) || shape[1] != w(o.a)) {
+        return fail("gemm '{}': weight {} is {}, not at least {} rows of {}", g_.info(o.out).name,
+                    g_.weight(o.w).name(), shape_string(shape), w(o.out), w(o.a));
+      }
+    } else {
+      TANDEM_TRY(weight(o.w, {w(o.out), w(o.a)}));
+    }
     if (o.b) TANDEM_TRY(weight(*o.b, {w(o.out)}));
     return {};
   }

@@ -112,9 +112,11 @@ ir::Graph block_graph(const DrafterSetup& setup, const std::vector<LayerShape>& 
   g.add_op(ir::PickRows{x, rows});
   const ir::Val normed = g.add_val(ir::Rows::kPicks, h, "final_norm");
   g.add_op(ir::RmsNorm{rows, g.add_weight({"norm.weight"}, {h}), cfg.layers.rms_norm_eps, normed});
-  const ir::Val logits = g.add_val(ir::Rows::kPicks, vocab, "logits");
+  // Logits over the draft vocabulary only: the target's head's first draft_vocab rows, read in place (the
+  // head is the target's own weight), so a draft vocabulary saves the head's bytes and work, not just the pick.
+  const ir::Val logits = g.add_val(ir::Rows::kPicks, setup.draft_vocab, "logits");
   g.add_op(ir::Gemm{normed, g.add_weight({qwen3::head_name(setup.target, kTargetPrefix)}, {vocab, h}), std::nullopt,
-                    ir::Epilogue::kNone, logits});
+                    ir::Epilogue::kNone, logits, setup.draft_vocab < vocab});
   // The logits stay on the device (fetched only when a host step needs them); each row's pick over the
   // draft vocabulary comes back instead: v1's greedy argmax, v2's selector walk (dflash.md §3.3) over the
   // top-k of the head's logits, whose candidates and proposal q stay on the device until fetched.

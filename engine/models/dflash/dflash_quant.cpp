@@ -185,6 +185,10 @@ Status quantize_graphs(const std::vector<ir::Graph*>& graphs, const io::QuantCon
       if (gemm == nullptr) continue;
       const auto it = scales_of.find(gemm->w.index);
       if (it == scales_of.end()) continue;
+      if (gemm->first_rows) {  // the target's head under a draft vocabulary: never a drafter module
+        return Error::make(ErrorKind::kUnsupported, "{}: {} is read by its first rows only and cannot be quantized",
+                           origin, g->weight(gemm->w).name());
+      }
       const ir::Gemm old = *gemm;
       op = ir::QGemm{old.a, old.w, it->second, q.bits, q.group_size, old.b, old.epilogue, old.out};
     }

@@ -25,20 +25,26 @@ GemmData make_data(const GemmCase& c, uint32_t seed) {
           random_values(c.n, seed + 2), random_values(size_t{c.m} * c.n, seed + 3)};
 }
 
-std::vector<float> run_gemm(const GemmCase& c, const GemmData& d, size_t threads, Isa isa) {
+// With first_rows > 0: out is the product with w's first first_rows rows only (w keeps its c.n rows).
+std::vector<float> run_gemm(const GemmCase& c, const GemmData& d, size_t threads, Isa isa, uint32_t first_rows = 0) {
   OpCase oc;
   oc.add_sequence(c.m);
   const ir::Val a = oc.input("a", c.k, d.a);
   const ir::WeightId w = oc.weight("w", {c.n, c.k}, d.w);
+  const uint32_t n = first_rows != 0 ? first_rows : c.n;
   std::optional<ir::WeightId> b;
-  if (c.bias) b = oc.weight("b", {c.n}, d.b);
+  if (c.bias) b = oc.weight("b", {n}, std::vector<float>(d.b.begin(), d.b.begin() + n));
   ir::Val out;
   if (c.epilogue == ir::Epilogue::kAccumulate) {
-    out = oc.input("out", c.n, d.init);
+    std::vector<float> init;
+    for (uint32_t i = 0; i < c.m; ++i) {
+      init.insert(init.end(), d.init.begin() + size_t{i} * c.n, d.init.begin() + size_t{i} * c.n + n);
+    }
+    out = oc.input("out", n, init);
   } else {
-    out = oc.graph.add_val(ir::Rows::kTokens, c.n, "out");
+    out = oc.graph.add_val(ir::Rows::kTokens, n, "out");
   }
-  oc.graph.add_op(ir::Gemm{a, w, b, c.epilogue, out});
+  oc.graph.add_op(ir::Gemm{a, w, b, c.epilogue, out, first_rows != 0});
   oc.graph.add_output("out", out);
   Runner runner(oc.graph, oc.weights, threads, isa);
   ir::Outputs outs = runner.run(oc.batch);
@@ -99,6 +105,25 @@ TEST(CpuGemm, RowBitsIndependentOfRowsThreadsAndSimdLevel) {
       const std::vector<float> want(reference.begin() + size_t{row} * tall.n,
                                     reference.begin() + size_t{row + 1} * tall.n);
       EXPECT_TRUE(same_bits(alone, want)) << "row " << row << " alone, " << to_string(isa);
+    }
+  }
+}
+
+// A draft vocabulary over a head: the product with w's first rows (ir::Gemm::first_rows) is, bit for bit, the
+// first columns of the whole product, for widths inside a panel, on a panel's edge and past a task's panels.
+TEST(CpuGemm, FirstRowsAreTheWholeProductsFirstColumns) {
+  for (ir::Epilogue ep : {ir::Epilogue::kNone, ir::Epilogue::kAccumulate}) {
+    const GemmCase c{9, 70, 150, ep, true};
+    const GemmData d = make_data(c, 31);
+    const std::vector<float> whole = run_gemm(c, d, 2, best_isa());
+    for (uint32_t n : {1u, 15u, 16u, 17u, 64u, 65u, 149u}) {
+      const std::vector<float> got = run_gemm(c, d, 2, best_isa(), n);
+      ASSERT_EQ(got.size(), size_t{c.m} * n);
+      std::vector<float> want;
+      for (uint32_t i = 0; i < c.m; ++i) {
+        want.insert(want.end(), whole.begin() + size_t{i} * c.n, whole.begin() + size_t{i} * c.n + n);
+      }
+      EXPECT_TRUE(same_bits(got, want)) << "first " << n << " rows of 150, epilogue " << static_cast<int>(ep);
     }
   }
 }

@@ -24,6 +24,18 @@ TEST(Validate, NamesTheOpAndTheMismatch) {
             std::string::npos)
       << st.error().message();
 
+  // A Gemm of the weight's first rows (a draft vocabulary over a head) may be narrower than the weight, never
+  // wider, and only when it says so.
+  Graph first = bad;
+  std::get<Gemm>(first.ops[0]).first_rows = true;
+  EXPECT_TRUE(validate(first).ok()) << validate(first).error().message();
+  first.vals[out.index].width = 33;
+  st = validate(first);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("gemm 'out': weight layers.0.w is [32, 16], not at least 33 rows of 16"),
+            std::string::npos)
+      << st.error().message();
+
   Graph rows = g;
   rows.vals[out.index].rows = Rows::kSeqs;
   st = validate(rows);
