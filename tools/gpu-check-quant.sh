@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The quantized drafter's figures on the GPU machine (issue 14), in one call of under 10 minutes:
-#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts and the dense decode GEMM on the Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights
-#     rotated past the L2;
+#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts and the dense decode GEMM on the
+#     Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights rotated past the L2;
 #  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores, checkpoint layout and packed layout
 #     (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed, so
 #     --launch-skip 19 and 27 are int4's fourth launch of each); NCU_RUNS="tc:27:name" picks runs
