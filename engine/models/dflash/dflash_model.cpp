@@ -156,14 +156,11 @@ Status Drafter::draft(std::span<const BlockRows> rows, uint32_t block, std::vect
         if (v2) {
           o.proposals = {c.outputs[kBlockProposalOutput], c.outputs[kBlockCandidatesOutput]};
         } else {
-          o.proposals.values = c.outputs[kBlockLogitsOutput];
-          o.proposals.values.width = setup_.draft_vocab;
+          o.proposals.values = c.outputs[kBlockLogitsOutput];  // draft_vocab wide (block_graph)
         }
       }
       if (fetch_logits) {
-        ir::DeviceRows logits = c.outputs[kBlockLogitsOutput];
-        logits.width = setup_.draft_vocab;
-        TANDEM_TRY(backend_.fetch(logits, 0, logits.rows, o.logits));
+        TANDEM_TRY(fetch_all(c.outputs[kBlockLogitsOutput], o.logits));
         if (v2) TANDEM_TRY(fetch_all(c.outputs[kBlockSelectorOutput], o.selector));
       }
       if (fetch_proposals) {
