@@ -148,7 +148,7 @@ CoordinatorExit run_coordinator(const config::Deployment& deployment, const work
   on_listening(server.value()->port());
 
   int code = control.serve(outbox, stop);
-  // New connections are refused from here (the port is free for a relaunch); those open are answered,
+  // New connections are refused from here (the port is free for a relaunch ~100 ms on); those open are answered,
   // with 503 for new work, and closed after their next answer.
   api.refuse_work();
   server.value()->stop_accepting();

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "coordinator/handshake_gate.h"
 #include "engine/core/log.h"
 #include "worker/queue.h"
 
@@ -36,6 +37,9 @@ using tcp = net::ip::tcp;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+// How long a stopping listener keeps accepting the handshakes already under way once new SYNs are
+// dropped (handshake_gate.h): a round trip on any network a serving job spans.
+constexpr auto kHandshakeSettle = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -81,12 +85,16 @@ struct HttpServer::Impl : ServerCore {
   using ServerCore::ServerCore;
   void accept();
 
+  // The listener's orderly close, on its strand: new SYNs are dropped at once, the handshakes under way
+  // get kHandshakeSettle to complete and be accepted, then close_listener() runs.
+  void begin_closing_listener();
   // Takes the connections the kernel has completed but not handed over yet, then closes the listener:
   // on its strand, so no accept handler runs meanwhile.
   void close_listener();
 
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor{net::make_strand(ioc)};  // its handlers run on this strand
+  net::steady_timer settle{acceptor.get_executor()};  // begin_closing_listener's wait, on the same strand
   uint16_t port = 0;
   std::vector<std::thread> threads;
   std::atomic<bool> stopped{false};
@@ -528,7 +536,7 @@ void ExchangeImpl::end() {
 
 void HttpServer::Impl::accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    if (stopped.load() || !accepting.load()) return;
+    if (stopped.load() || !acceptor.is_open()) return;  // closed: the close aborted this accept
     if (!ec) {
       const bool over = sessions.load() >= limits.max_connections;
       std::make_shared<Session>(std::move(socket), *this)->start(over);
@@ -536,6 +544,18 @@ void HttpServer::Impl::accept() {
       log::warn("http: accept: {}", ec.message());
     }
     accept();
+  });
+}
+
+void HttpServer::Impl::begin_closing_listener() {
+  if (!acceptor.is_open()) return;
+  if (!drop_new_handshakes(acceptor.native_handle())) {
+    log::warn("http: cannot filter the listener's new handshakes; closing it may reset a connection just made");
+    return close_listener();
+  }
+  settle.expires_after(kHandshakeSettle);
+  settle.async_wait([this](beast::error_code ec) {
+    if (!ec) close_listener();
   });
 }
 
@@ -605,7 +625,7 @@ uint16_t HttpServer::port() const { return impl_->port; }
 void HttpServer::stop_accepting() {
   impl_->draining.store(true);
   if (!impl_->accepting.exchange(false)) return;
-  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] { impl->close_listener(); });
+  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] { impl->begin_closing_listener(); });
 }
 
 size_t HttpServer::open_connections() const { return impl_->sessions.load(); }
@@ -618,6 +638,7 @@ void HttpServer::stop() {
   }
   impl_->accepting.store(false);
   net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    impl->settle.cancel();
     beast::error_code ignored;
     impl->acceptor.close(ignored);
   });

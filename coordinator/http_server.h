@@ -83,8 +83,9 @@ class HttpServer {
                                                    HttpHandler& handler);
   ~HttpServer();  // stop()
   uint16_t port() const;
-  // The start of an orderly stop: the listener closes (new connections are refused, the port is free),
-  // connections already accepted keep being served, and every answer from now on carries "Connection:
+  // The start of an orderly stop: new SYNs are dropped at once and the listener closes once the
+  // handshakes under way are accepted (~100 ms: handshake_gate.h); then new connections are refused and
+  // the port is free. Connections already accepted keep being served, and every answer from now on carries "Connection:
   // close", so no client sends a request into a connection that stop() is about to close.
   void stop_accepting();
   // Connections open now. After stop_accepting() it falls as clients read their answers (which say close)

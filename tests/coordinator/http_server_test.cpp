@@ -367,20 +367,23 @@ TEST_F(HttpServerTest, HeadIsAnsweredWithHeadersOnly) {
   EXPECT_EQ(next->body, "POST after");
 }
 
-// The start of an orderly stop: the port is free at once (new connections are refused, another
-// listener can bind it), the connections already open are still answered, each answer closing its
-// connection.
+// The start of an orderly stop: the port is free within a round trip (new connections are refused,
+// another listener can bind it), the connections already open are still answered, each answer closing
+// its connection.
 TEST_F(HttpServerTest, StopAcceptingFreesThePortAndClosesAfterEachAnswer) {
   HttpConnection open(port());
   ASSERT_TRUE(open.request("POST", "/echo", "before").has_value());
+  const auto stopped = std::chrono::steady_clock::now();
   server_->stop_accepting();
-  bool refused = false;
-  for (int i = 0; i < 50 && !refused; ++i) {
-    HttpConnection late(port());
-    refused = !late.connected();
-    if (!refused) std::this_thread::sleep_for(10ms);
-  }
-  EXPECT_TRUE(refused);
+  auto r = open.request("POST", "/echo", "during");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "POST during");
+  EXPECT_EQ(r->headers["connection"], "close");
+  EXPECT_TRUE(open.closed_by_peer(3000ms));
+  // The listener closes once the handshakes under way have had their round trip (100 ms).
+  std::this_thread::sleep_until(stopped + 150ms);
+  HttpConnection late(port());
+  EXPECT_FALSE(late.connected());
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -392,11 +395,6 @@ TEST_F(HttpServerTest, StopAcceptingFreesThePortAndClosesAfterEachAnswer) {
   EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
   EXPECT_EQ(::listen(fd, 4), 0) << std::strerror(errno);
   ::close(fd);
-  auto r = open.request("POST", "/echo", "during");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->body, "POST during");
-  EXPECT_EQ(r->headers["connection"], "close");
-  EXPECT_TRUE(open.closed_by_peer(3000ms));
 }
 
 // The end of an orderly stop waits for open_connections() to reach 0: a request sent on a kept-alive
@@ -420,6 +418,51 @@ TEST_F(HttpServerTest, OpenConnectionsFallAsClientsLeaveAfterTheStop) {
   }
   EXPECT_EQ(server_->open_connections(), 0u);
   EXPECT_TRUE(idle.closed_by_peer(100ms));
+}
+
+// A stop under a storm of new connections (a load generator reconnecting after each "Connection: close"):
+// every connection the client's connect() completed is answered, none reset unanswered. The listener's
+// backlog is the race: a connection the kernel completed after the last accept and before the listener
+// closed would be reset by the close, its request lost (about one a round before handshake_gate.h). A
+// round lasts ~1 s: the clients whose SYN the stopping listener dropped retry it after a second.
+TEST_F(HttpServerTest, AStopUnderAConnectStormAnswersEveryConnectionItCompleted) {
+  config::Listener listener;
+  listener.host = "127.0.0.1";
+  listener.port = 0;
+  listener.io_threads = 2;
+  config::Limits limits = limits_;
+  limits.max_connections = 64;
+  size_t answered = 0, lost = 0;
+  std::string first_loss;
+  for (int round = 0; round < 10; ++round) {
+    auto started = HttpServer::start(listener, limits, handler_);
+    ASSERT_TRUE(started.ok()) << started.error().message();
+    std::unique_ptr<HttpServer> server = std::move(started).value();
+    const uint16_t p = server->port();
+    std::vector<std::future<std::pair<size_t, size_t>>> clients;
+    for (int c = 0; c < 6; ++c) {
+      clients.push_back(std::async(std::launch::async, [p] {
+        size_t ok = 0, gone = 0;
+        for (;;) {
+          HttpConnection conn(p);
+          if (!conn.connected()) return std::make_pair(ok, gone);  // refused: the stop is done
+          auto r = conn.request("POST", "/echo", "storm", 3000ms);
+          ++(r && r->status == 200 ? ok : gone);
+        }
+      }));
+    }
+    std::this_thread::sleep_for(20ms);
+    server->stop_accepting();
+    for (auto& f : clients) {
+      auto [ok, gone] = f.get();
+      answered += ok;
+      lost += gone;
+      if (gone > 0 && first_loss.empty()) first_loss = "round " + std::to_string(round);
+    }
+    server->stop();
+  }
+  EXPECT_GT(answered, 50u);
+  EXPECT_EQ(lost, 0u) << "first in " << first_loss;
 }
 
 TEST_F(HttpServerTest, IdleConnectionsAreClosed) {
