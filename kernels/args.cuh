@@ -238,6 +238,9 @@ struct QGemmArgs {
 // The quantized GEMM on tensor cores (qgemm_tc.cu), on the same operands: a block of kQGemmTcWarps warps
 // covers kQGemmTcRows rows (grid x) and kQGemmTcWarps / splits tiles of 16 columns (grid y); splits (1, 2,
 // 4 or 8) and slice_chunks (32-wide K chunks per split) come from (k, cols) alone, never from the rows.
+// The whole-K kernels (qgemm_tc_whole_k.cu) take the same arguments: a block covers kQGemmTcWarps tiles
+// instead, each warp walking every slice of its tile in turn (the block's warps then share their rows), and
+// the slices are summed in the same order, so the bits are the same.
 // packed: the codes are in the tensor-core layout (engine/cuda/qgemm_layout.h) instead of the checkpoint's:
 // a lane's codes of 16 / bits consecutive 32-wide chunks lie in one 16-byte word, each chunk's in the order
 // the mma pairs them, so a lane loads them at once and the rows need no reordering.

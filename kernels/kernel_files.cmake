@@ -9,6 +9,7 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/nucleus.cuh
   ${CMAKE_CURRENT_LIST_DIR}/head_norm_rope.cuh
   ${CMAKE_CURRENT_LIST_DIR}/qgemm.cuh
+  ${CMAKE_CURRENT_LIST_DIR}/qgemm_tc.cuh
   ${CMAKE_CURRENT_LIST_DIR}/act_features.cu
   ${CMAKE_CURRENT_LIST_DIR}/add_type.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
@@ -37,6 +38,7 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/gemm_stream.cu
   ${CMAKE_CURRENT_LIST_DIR}/qgemm.cu
   ${CMAKE_CURRENT_LIST_DIR}/qgemm_tc.cu
+  ${CMAKE_CURRENT_LIST_DIR}/qgemm_tc_whole_k.cu
   ${CMAKE_CURRENT_LIST_DIR}/selector_walk.cu
   ${CMAKE_CURRENT_LIST_DIR}/reject_sample.cu
 )

@@ -208,3 +208,4 @@ TK_DEV void for_each_chunk(unsigned rows, unsigned width, F&& f) {
 #include "nucleus.cuh"
 #include "head_norm_rope.cuh"
 #include "qgemm.cuh"
+#include "qgemm_tc.cuh"

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # The quantized drafter's figures on the GPU machine (issue 14), in one call of under 10 minutes:
-#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts and the dense decode GEMM on the
-#     Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows, weights rotated past the L2;
-#  2. ncu's stall reasons of one 16-row q/o launch of int4 on tensor cores, checkpoint layout and packed layout
-#     (the study launches the qgemm_tc kernel 8 times a variant: int8, int8 packed, int4, int4 packed, so
-#     --launch-skip 19 and 27 are int4's fourth launch of each); NCU_RUNS="tc:27:name" picks runs
-#     (kernel-name suffix:skip:name, space-separated); NO_NCU=1 skips it;
+#  1. the kernel study (cuda_drafter_quant_bench --kernels): both qgemm layouts, the packed one in both mappings
+#     (sliced, whole-K), and the dense decode GEMM on the Qwen3-8B drafter's matrices at 1, 16, 128 and 512 rows,
+#     weights rotated past the L2;
+#  2. ncu on one q/o launch: the sliced kernels (regex qgemm_tc_[fb]) launch 8 times a variant in the study (int8,
+#     int8 packed, int4, int4 packed), so --launch-skip 27 is int4 packed's fourth; the whole-K ones (regex
+#     qgemm_tc_whole_k) 8 times for int8, then int4, so 11 is int4's fourth. NCU_RUNS="tc_[fb]:27:name:16" picks
+#     runs (kernel-name regex suffix:skip:name:rows, space-separated); NO_NCU=1 skips it;
 #  2b. (torch) bench/pytorch_qgemm_baseline.py on the same matrices and rows: torch.matmul on BF16, tinygemm int4
 #     (torch._weight_int4pack_mm, group 64) and per-column int8 (torch._weight_int8pack_mm);
-#  3. cuda_spec_bench at batch 1, acceptance 6.5, BF16 and int4 drafters, with the checkpoint layout
-#     (TANDEM_CUDA_QGEMM_PACKED=0) and the packed one (the default) (SPEC_BATCHES overrides the batches).
+#  3. cuda_spec_bench at acceptance 6.5, BF16 and int4 drafters, in each of LAYOUTS (default "packed wholek"):
+#     ckpt (TANDEM_CUDA_QGEMM_PACKED=0), packed (the default), wholek (packed, every bucket whole-K:
+#     TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=1); SPEC_BATCHES (default 1) picks the batches, e.g. "1,8,32".
 #  4. (only when STEPS names it: "source") ncu's full set on the packed int4 launch of step 2, as its SASS with
 #     each instruction's stall samples (ncu --page source --print-source sass --csv): where a chunk's
 #     instructions come from and which ones wait.
 # STEPS picks the steps (default "study torch ncu spec"). At most 8 files come back from a call, so everything lands
-# in eight: quant.log (the summary, printed last), kernels.json, torch-qgemm.json, ncu.txt, spec-ckpt.json,
-# spec-packed.json, build.log and, with "source", sass-stalls.csv.
+# in eight: quant.log (the summary, printed last), kernels.json, torch-qgemm.json, ncu.txt, spec-<layout>.json
+# (two layouts: more would crowd out build.log and, with "source", sass-stalls.csv).
 #   OUT=$OUT ./tools/gpu-check-quant.sh          STEPS=source OUT=$OUT ./tools/gpu-check-quant.sh
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 LOG=$OUT/quant.log
@@ -40,7 +42,7 @@ if [[ $STEPS == *" torch "* ]]; then  # the PyTorch baseline on the same matrice
 fi
 
 if [[ $STEPS == *" source "* ]]; then
-  timeout 200 ncu --clock-control none --set full --kernel-name regex:qgemm_tc --launch-skip 27 --launch-count 1 \
+  timeout 200 ncu --clock-control none --set full --kernel-name 'regex:qgemm_tc_[fb]' --launch-skip 27 --launch-count 1 \
     --page source --print-source sass --csv \
     "$BUILD/bench/cuda_drafter_quant_bench" --kernels --kernel-shape 4096,4096 --kernel-rows 16 --reps 5 \
     > "$OUT/sass-stalls.csv" 2>> "$LOG"
@@ -49,26 +51,28 @@ fi
 
 if [[ $STEPS == *" ncu "* ]]; then
   : > "$OUT/ncu.txt"
-  read -r -a NCU_LIST <<< "${NCU_RUNS:-tc:19:int4-tensor-cores tc:27:int4-tensor-cores-packed}"
+  read -r -a NCU_LIST <<< "${NCU_RUNS:-tc_[fb]:27:int4-packed-sliced-512:512 tc_whole_k:11:int4-packed-whole-K-512:512}"
   for run in "${NCU_LIST[@]}"; do
-    IFS=: read -r kernel skip what <<< "$run"
-    echo "=== qgemm_$kernel launch-skip $skip ($what)" >> "$OUT/ncu.txt"
+    IFS=: read -r kernel skip what rows <<< "$run"
+    echo "=== qgemm_$kernel launch-skip $skip ($what, ${rows:-16} rows)" >> "$OUT/ncu.txt"
     timeout 90 ncu --clock-control none --kernel-name regex:qgemm_$kernel --launch-skip "$skip" --launch-count 1 \
       --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
       --section SpeedOfLight --section LaunchStats --section Occupancy \
-      "$BUILD/bench/cuda_drafter_quant_bench" --kernels --kernel-shape 4096,4096 --kernel-rows 16 --reps 5 \
+      "$BUILD/bench/cuda_drafter_quant_bench" --kernels --kernel-shape 4096,4096 --kernel-rows "${rows:-16}" --reps 5 \
       >> "$OUT/ncu.txt" 2>&1
     say "ncu ($what) rc $?"
   done
 fi
 
-for layout in ckpt packed; do
+read -r -a LAYOUT_LIST <<< "${LAYOUTS:-packed wholek}"
+for i in "${!LAYOUT_LIST[@]}"; do
+  layout=${LAYOUT_LIST[$i]}
   [[ $STEPS == *" spec "* ]] || break
-  LEFT=$(( 560 - $(elapsed) ))
-  [ "$LEFT" -gt 60 ] || { say "no time left for the $layout round"; break; }
-  [ "$layout" = ckpt ] && LEFT=$(( LEFT / 2 ))
+  LEFT=$(( (560 - $(elapsed)) / (${#LAYOUT_LIST[@]} - i) ))  # the time left, shared by the layouts to come
+  [ "$LEFT" -gt 30 ] || { say "no time left for the $layout round"; break; }
   say "cuda_spec_bench, $layout layout (up to $LEFT s)"
-  env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = ckpt ] && echo 0 || echo 1) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
+  env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = ckpt ] && echo 0 || echo 1) \
+    TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=$([ "$layout" = wholek ] && echo 1 || echo 0) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
     --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 --json "$OUT/spec-$layout.json" \
     > /dev/null 2>> "$LOG"
   say "cuda_spec_bench $layout rc $?"
@@ -92,8 +96,8 @@ for e in k:
             ks[q["kernel"]] = q["median_us"]
     dense = ks.get("dense bf16 decode GEMM")
     line = f"{e.get('shape', '?'):>14} rows {e.get('rows', '?'):>4}"
-    for name in ("qgemm int4 tensor cores", "qgemm int4 tensor cores packed",
-                 "qgemm int8 tensor cores", "qgemm int8 tensor cores packed",
+    for name in ("qgemm int4 tensor cores", "qgemm int4 tensor cores packed", "qgemm int4 tensor cores packed whole-K",
+                 "qgemm int8 tensor cores", "qgemm int8 tensor cores packed", "qgemm int8 tensor cores packed whole-K",
                  "dense bf16 decode GEMM", "torch int4 tinygemm", "torch int8 per-column", "torch bf16 matmul"):
         if name in ks:
             rel = f" ({ks[name] / dense:.2f}x)" if dense and name != "dense bf16 decode GEMM" else ""
@@ -103,7 +107,7 @@ for (shape, rows), e in torch_runs.items():  # a PyTorch kernel that failed or d
     for q in e.get("kernels", []):
         if "error" in q or q.get("max_rel_diff", 0) > 0.02:
             print(f"torch {q['kernel']} {shape} rows {rows}: {q.get('error', q.get('max_rel_diff'))}")
-for layout in ("ckpt", "packed"):
+for layout in ("ckpt", "packed", "wholek"):
     s = load(f"spec-{layout}.json")
     for name, d in s.get("drafters", {}).items():
         if "refused" in d:

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +31,19 @@ bool env_is(const char* name, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
+// A count from the environment variable `name`: nullopt when unset or empty, an error naming `what` a value
+// must be when it is not a decimal number of at most `max`.
+Result<std::optional<uint32_t>> env_count(const char* name, uint32_t max, std::string_view what) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::optional<uint32_t>();
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  if (end == v || *end != '\0' || *v == '-' || n > max) {
+    return Error::make(ErrorKind::kInvalidArgument, "{} is '{}': {}", name, v, what);
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(n));
+}
+
 // The environment's switches over the options (cuda_backend.h names them); a malformed value is an error.
 Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_GRAPHS", "0")) o.graphs = false;
@@ -40,35 +55,27 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_STREAM_GEMM", "1")) o.stream_gemm = true;
   if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
   if (env_is("TANDEM_CUDA_QGEMM_PACKED", "0")) o.qgemm_packed = false;
-  if (const char* v = std::getenv("TANDEM_CUDA_SPLIT_CTAS"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const unsigned long n = std::strtoul(v, &end, 10);
-    if (*end != '\0' || n > 4096) {
-      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_SPLIT_CTAS is '{}': 0..4096 CTAs", v);
-    }
-    o.decoder_split_ctas = static_cast<uint32_t>(n);
-  }
+  TANDEM_ASSIGN(const auto split_ctas, env_count("TANDEM_CUDA_SPLIT_CTAS", 4096, "0..4096 CTAs"));
+  if (split_ctas) o.decoder_split_ctas = *split_ctas;
+  TANDEM_ASSIGN(const auto whole_k, env_count("TANDEM_CUDA_QGEMM_WHOLE_K_ROWS", UINT32_MAX, "a row count (0: never)"));
+  if (whole_k) o.qgemm_whole_k_rows = *whole_k;
   if (const char* v = std::getenv("TANDEM_CUDA_ATTENTION"); v != nullptr && *v != '\0') {
     auto a = parse_cuda_attention(v);
     if (!a.ok()) return std::move(a).error().context("TANDEM_CUDA_ATTENTION");
     o.attention = *a;
   }
-  if (const char* v = std::getenv("TANDEM_CUDA_GEMM_TIERS"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const unsigned long n = std::strtoul(v, &end, 10);
-    if (end == v || *end != '\0' || n > UINT32_MAX) {
-      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_GEMM_TIERS is '{}': 0, 1 or a token count", v);
-    }
-    o.gemm_tiers = n != 0;
-    if (n > 1) o.gemm_tier_min_tokens = static_cast<uint32_t>(n);
+  TANDEM_ASSIGN(const auto tiers, env_count("TANDEM_CUDA_GEMM_TIERS", UINT32_MAX, "0, 1 or a token count"));
+  if (tiers) {
+    o.gemm_tiers = *tiers != 0;
+    if (*tiers > 1) o.gemm_tier_min_tokens = *tiers;
   }
   return {};
 }
 
 class CudaBackend final : public ir::Backend {
  public:
-  static Result<std::unique_ptr<ir::Backend>> create(CudaOptions options) {
-    TANDEM_TRY(apply_environment(options));
+  // `options` with the environment applied (make_cuda_backend).
+  static Result<std::unique_ptr<ir::Backend>> create(const CudaOptions& options) {
     std::unique_ptr<CudaBackend> b(new CudaBackend());
     b->options_ = options;
     TANDEM_ASSIGN(b->device_, Device::open(options.device));
@@ -132,6 +139,7 @@ class CudaBackend final : public ir::Backend {
     po.split_ctas = options_.decoder_split_ctas;
     po.stream_gemm = options_.stream_gemm;
     po.overlap_launches = options_.overlap_launches && device_->info().cc_major >= 9;
+    po.qgemm_whole_k_rows = options_.qgemm_whole_k_rows;
     const Device::Lowering lowering(*device_);
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));
     algos_->save_choices();
@@ -347,7 +355,9 @@ Result<std::unique_ptr<ir::RowBuffer>> make_cuda_row_buffer(ir::Backend& backend
   return make_row_buffer(b->device(), backend, rows, width, storage);
 }
 
-Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options) {
+Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& given) {
+  CudaOptions options = given;
+  TANDEM_TRY(apply_environment(options));  // a malformed switch is refused on any machine, before the device
   if (device_count() == 0) {
     return Error::make(ErrorKind::kUnavailable, "no CUDA device: cudaGetDeviceCount found none (no driver or GPU)");
   }

@@ -76,6 +76,11 @@ struct CudaOptions {
   // shape the kernel study times (BENCHMARKS, issue 14). Bits may differ from the checkpoint layout's in the
   // last place (another order of the mma's sums). TANDEM_CUDA_QGEMM_PACKED=0: the checkpoint layout.
   bool qgemm_packed = true;
+  // Quantized GEMMs in buckets of at least this many rows run the tensor-core kernel's whole-K mapping (a
+  // block's 8 warps are 8 column tiles of the same rows, so its rows are read once a block from L2, not once a
+  // tile); the same bits as the sliced mapping. 0 (the default until timed: PERF_NOTES "The quantized GEMM for
+  // many rows"): never. TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=N.
+  uint32_t qgemm_whole_k_rows = 0;
 };
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);

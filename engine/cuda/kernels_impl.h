@@ -111,6 +111,13 @@
   X(qgemm_tc_bf16_bf16, QGemmTcArgs, "qgemm_tc.cu")                         \
   X(qgemm_tc_bf16_f32, QGemmTcArgs, "qgemm_tc.cu")                          \
   X(qgemm_tc_f32_bf16, QGemmTcArgs, "qgemm_tc.cu")                          \
+  X(qgemm_tc_whole_k_f32_f32, QGemmTcArgs, "qgemm_tc_whole_k.cu")           \
+  X(qgemm_tc_whole_k_f16_f16, QGemmTcArgs, "qgemm_tc_whole_k.cu")           \
+  X(qgemm_tc_whole_k_f16_f32, QGemmTcArgs, "qgemm_tc_whole_k.cu")           \
+  X(qgemm_tc_whole_k_f32_f16, QGemmTcArgs, "qgemm_tc_whole_k.cu")           \
+  X(qgemm_tc_whole_k_bf16_bf16, QGemmTcArgs, "qgemm_tc_whole_k.cu")         \
+  X(qgemm_tc_whole_k_bf16_f32, QGemmTcArgs, "qgemm_tc_whole_k.cu")          \
+  X(qgemm_tc_whole_k_f32_bf16, QGemmTcArgs, "qgemm_tc_whole_k.cu")          \
   X(selector_walk_f32_u32, SelectorWalkArgs, "selector_walk.cu")                       \
   X(reject_sample_f32_u32, RejectSampleArgs, "reject_sample.cu")                        \
   X(reject_commit_u32, RejectSampleArgs, "reject_sample.cu")

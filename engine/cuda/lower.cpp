@@ -487,8 +487,15 @@ Status Lowering::lower(size_t i, const ir::QGemm& op) {
     case ir::Epilogue::kAccumulate: accumulate = true; break;
   }
   // Tensor cores wherever the device has mma.sync (sm_80+), at every row count: one kernel per shape, so a
-  // row's bits do not depend on the bucket (docs/quantization.md, "Backends").
-  return add(qgemm_step(ctx_, a, q, b, act, accumulate, out, device_.info().cc_major >= 8), where);
+  // row's bits do not depend on the bucket (docs/quantization.md, "Backends"). Buckets of at least
+  // qgemm_whole_k_rows rows take its whole-K mapping, which keeps those bits.
+  QGemmKernel kernel = QGemmKernel::kCudaCores;
+  if (device_.info().cc_major >= 8) {
+    const uint32_t whole_k = plan_.options_.qgemm_whole_k_rows;
+    const bool many = whole_k > 0 && ctx_.bucket.rows(a.rows) >= whole_k;
+    kernel = many ? QGemmKernel::kTensorCoresWholeK : QGemmKernel::kTensorCores;
+  }
+  return add(qgemm_step(ctx_, a, q, b, act, accumulate, out, kernel), where);
 }
 
 Status Lowering::lower(size_t i, const ir::Embed& o) {

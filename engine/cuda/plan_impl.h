@@ -32,6 +32,7 @@ struct PlanOptions {
   uint32_t split_ctas = 0;     // decoder_gemm_splits' target (0: its fixed rule)
   bool stream_gemm = false;    // decoder GEMMs of up to 16 rows on gemm_stream.cu where a probe shows cuBLASLt's bits
   bool overlap_launches = true;  // streaming GEMMs launched to prefetch weights while the kernel ahead runs
+  uint32_t qgemm_whole_k_rows = 0;  // quantized GEMMs of buckets of at least this many rows go whole-K; 0: none
 };
 
 // The token rows of a plan's GEMM tiers, ascending, the last the bucket's tokens: steps of an eighth of

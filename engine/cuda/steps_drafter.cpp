@@ -81,7 +81,8 @@ Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& 
 }
 
 Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
-                              unsigned act, bool accumulate, const Loc& out, bool tensor_cores) {
+                              unsigned act, bool accumulate, const Loc& out, QGemmKernel kernel) {
+  const bool tensor_cores = kernel != QGemmKernel::kCudaCores, whole_k = kernel == QGemmKernel::kTensorCoresWholeK;
   const std::string what = fmt::format("{} into {} (int{} codes, groups of {})", x.describe(), out.describe(), w.bits,
                                        w.group);
   if (x.rows != out.rows || x.ptr == out.ptr || w.codes == nullptr || w.scales == nullptr) {
@@ -94,28 +95,32 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
   if (w.packed && !tensor_cores) {
     return mismatch("qgemm", what + ": codes in the tensor-core layout need the tensor-core kernel");
   }
-  // Each (x, out) pair's entry in both families: {CUDA cores, tensor cores}.
-  using Pair = std::pair<KernelId, KernelId>;
-  const auto variant = [&]() -> Result<Pair> {
+  // Each (x, out) pair's entry in every family: CUDA cores, tensor cores sliced and whole-K.
+  struct Ids {
+    KernelId cuda_cores, sliced, whole_k;
+  };
+#define TANDEM_QGEMM_IDS(in_out) Ids{KernelId::qgemm_##in_out, KernelId::qgemm_tc_##in_out, KernelId::qgemm_tc_whole_k_##in_out}
+  const auto variant = [&]() -> Result<Ids> {
     switch (x.type) {
       case Dt::kF32:
-        if (out.type == Dt::kF32) return Pair{KernelId::qgemm_f32_f32, KernelId::qgemm_tc_f32_f32};
-        if (out.type == Dt::kF16) return Pair{KernelId::qgemm_f32_f16, KernelId::qgemm_tc_f32_f16};
-        if (out.type == Dt::kBF16) return Pair{KernelId::qgemm_f32_bf16, KernelId::qgemm_tc_f32_bf16};
+        if (out.type == Dt::kF32) return TANDEM_QGEMM_IDS(f32_f32);
+        if (out.type == Dt::kF16) return TANDEM_QGEMM_IDS(f32_f16);
+        if (out.type == Dt::kBF16) return TANDEM_QGEMM_IDS(f32_bf16);
         break;
       case Dt::kF16:
-        if (out.type == Dt::kF16) return Pair{KernelId::qgemm_f16_f16, KernelId::qgemm_tc_f16_f16};
-        if (out.type == Dt::kF32) return Pair{KernelId::qgemm_f16_f32, KernelId::qgemm_tc_f16_f32};
+        if (out.type == Dt::kF16) return TANDEM_QGEMM_IDS(f16_f16);
+        if (out.type == Dt::kF32) return TANDEM_QGEMM_IDS(f16_f32);
         break;
       case Dt::kBF16:
-        if (out.type == Dt::kBF16) return Pair{KernelId::qgemm_bf16_bf16, KernelId::qgemm_tc_bf16_bf16};
-        if (out.type == Dt::kF32) return Pair{KernelId::qgemm_bf16_f32, KernelId::qgemm_tc_bf16_f32};
+        if (out.type == Dt::kBF16) return TANDEM_QGEMM_IDS(bf16_bf16);
+        if (out.type == Dt::kF32) return TANDEM_QGEMM_IDS(bf16_f32);
         break;
       case Dt::kU32: break;
     }
     return mismatch("qgemm", what + ": the output must be FP32, the input's type, or 16-bit from FP32");
   };
-  TANDEM_ASSIGN(const Pair ids, variant());
+#undef TANDEM_QGEMM_IDS
+  TANDEM_ASSIGN(const Ids ids, variant());
   // INVARIANT: x, out, bias, codes and scales are arena values and uploaded weights (64-byte aligned) sized
   // at lowering for the bucket's rows at the shapes and types checked here; the kernels touch real rows only.
   const kernels::QGemmArgs q{out.ptr,  x.ptr,      w.codes,   w.scales,           bias,
@@ -134,14 +139,16 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
       }
       split.slice_chunks = (split.slice_chunks + per - 1) / per * per;
     }
-    const uint64_t tiles = (uint64_t{out.width} + 15) / 16, per_block = kernels::kQGemmTcWarps / split.splits;
+    // Tiles a block covers: its warps' share of the slices, or one each (whole-K).
+    const uint64_t tiles = (uint64_t{out.width} + 15) / 16;
+    const uint64_t per_block = whole_k ? kernels::kQGemmTcWarps : kernels::kQGemmTcWarps / split.splits;
     const uint64_t col_blocks = (tiles + per_block - 1) / per_block;
     const uint64_t row_blocks = (rows + kernels::kQGemmTcRows - 1) / kernels::kQGemmTcRows;
     if (col_blocks > 65535 || row_blocks > 2147483647) {
       return mismatch("qgemm", fmt::format("{}: {} column blocks and {} row blocks (limits 65535 and 2^31 - 1)",
                                            what, col_blocks, row_blocks));
     }
-    s.id = ids.second;
+    s.id = whole_k ? ids.whole_k : ids.sliced;
     s.grid = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(col_blocks));
     s.block = dim3(kernels::kQGemmTcWarps * 32);
     s.args = kernels::QGemmTcArgs{q, split.splits, split.slice_chunks, w.packed ? 1u : 0u};
@@ -149,7 +156,7 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
   }
   const uint64_t col_blocks = (uint64_t{out.width} + kernels::kQGemmWarps - 1) / kernels::kQGemmWarps;
   const uint64_t row_tiles = (rows + kernels::kQGemmRows - 1) / kernels::kQGemmRows;
-  s.id = ids.first;
+  s.id = ids.cuda_cores;
   s.grid = dim3(static_cast<unsigned>(std::clamp<uint64_t>(col_blocks, 1, 65535)),
                 static_cast<unsigned>(std::clamp<uint64_t>(row_tiles, 1, 65535)));
   s.block = dim3(kernels::kQGemmWarps * 32);

@@ -148,11 +148,14 @@ struct QuantWeight {
   uint32_t group = 0;
   bool packed = false;  // codes in the tensor-core layout (qgemm_layout.h): tensor cores only
 };
+// Which quantized GEMM runs: kernels/qgemm.cu on CUDA cores, or kernels/qgemm_tc.cu (sm_80+) in the sliced
+// mapping or the whole-K one (args.cuh QGemmTcArgs; the same bits, another sharing of rows between warps).
+enum class QGemmKernel { kCudaCores, kTensorCores, kTensorCoresWholeK };
 // QGemm: out = act(x · dequant(W)ᵀ + bias) (accumulate: out += it, act none); x FP32 or 16-bit, out FP32,
-// x's type or (from FP32 x) a 16-bit type; k a multiple of 32 and of the group, the group a multiple of 32.
-// tensor_cores (sm_80+): kernels/qgemm_tc.cu, else kernels/qgemm.cu (docs/quantization.md says which runs when).
+// x's type or (from FP32 x) a 16-bit type; k a multiple of 32 and of the group, the group a multiple of 32
+// (docs/quantization.md says which kernel runs when).
 Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWeight& w, const float* bias,
-                              unsigned act, bool accumulate, const Loc& out, bool tensor_cores);
+                              unsigned act, bool accumulate, const Loc& out, QGemmKernel kernel);
 // k and v must be token rows of the cache's element type `cache_type`; the cache's `width` elements (0: k's
 // width) come from columns k_col of k and v_col of v (a fused [q | k | v] row holds both).
 Result<KernelStep> cache_append_step(const StepContext& c, const Loc& k, const Loc& v, uint32_t cache, Dt cache_type,

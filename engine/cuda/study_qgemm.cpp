@@ -71,21 +71,29 @@ Result<std::vector<QGemmStudy>> study_qgemm(const Device& device, const KernelMo
       TANDEM_ASSIGN(packed, rotation(device, std::move(packed0), p.size(), copies));
     }
     std::vector<float> first;
-    enum class Kernel { kCudaCores, kTensorCores, kTensorCoresPacked };
-    for (Kernel kind : {Kernel::kCudaCores, Kernel::kTensorCores, Kernel::kTensorCoresPacked}) {
-      const bool tc = kind != Kernel::kCudaCores, pack = kind == Kernel::kTensorCoresPacked;
-      if (pack && packed.empty()) continue;
+    // The CUDA cores and the tensor cores on the checkpoint's codes, then the tensor cores on packed codes in
+    // the sliced and the whole-K mapping (the same bits).
+    struct Variant {
+      QGemmKernel kernel;
+      bool packed;
+      const char* label;
+    };
+    for (const Variant& v : {Variant{QGemmKernel::kCudaCores, false, "cuda cores"},
+                             Variant{QGemmKernel::kTensorCores, false, "tensor cores"},
+                             Variant{QGemmKernel::kTensorCores, true, "tensor cores packed"},
+                             Variant{QGemmKernel::kTensorCoresWholeK, true, "tensor cores packed whole-K"}}) {
+      if (v.packed && packed.empty()) continue;
       std::vector<KernelStep> steps;  // one per weight copy
       for (size_t i = 0; i < copies; ++i) {
         QuantWeight w;
-        w.codes = pack ? packed[i].data() : codes[i].data();
+        w.codes = v.packed ? packed[i].data() : codes[i].data();
         w.scales = scales[i].as<const uint16_t>();
         w.bits = bits;
         w.group = kGroup;
-        w.packed = pack;
+        w.packed = v.packed;
         TANDEM_ASSIGN(KernelStep step, qgemm_step(ctx, bf16_loc(x, k, "x"), w, nullptr, kernels::kActNone, false,
-                                                  bf16_loc(y, cols, "y"), tc));
-        step.label = fmt::format("qgemm int{} {}", bits, pack ? "tensor cores packed" : tc ? "tensor cores" : "cuda cores");
+                                                  bf16_loc(y, cols, "y"), v.kernel));
+        step.label = fmt::format("qgemm int{} {}", bits, v.label);
         steps.push_back(std::move(step));
       }
       QGemmStudy st;

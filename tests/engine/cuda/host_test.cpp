@@ -30,6 +30,25 @@ TEST(CudaHost, NoDeviceIsAnUnavailableErrorNotACrash) {
   EXPECT_NE(b.error().message().find("no CUDA device"), std::string::npos) << b.error().message();
 }
 
+// The environment's counts (cuda_backend.h) are read before the device opens: a malformed one is refused
+// naming the variable and what it takes, on any machine.
+TEST(CudaHost, MalformedCountsInTheEnvironmentAreRefusedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"TANDEM_CUDA_QGEMM_WHOLE_K_ROWS", "a row count (0: never)"},
+      {"TANDEM_CUDA_SPLIT_CTAS", "0..4096 CTAs"},
+      {"TANDEM_CUDA_GEMM_TIERS", "0, 1 or a token count"}};
+  for (const auto& [name, takes] : cases) {
+    for (const char* bad : {"sixty-four", "64x", "-1", "99999999999"}) {
+      ASSERT_EQ(::setenv(name, bad, 1), 0);
+      auto b = make_cuda_backend(CudaOptions{});
+      ::unsetenv(name);
+      ASSERT_FALSE(b.ok()) << name << "=" << bad;
+      EXPECT_EQ(b.error().kind(), ErrorKind::kInvalidArgument) << name << "=" << bad;
+      EXPECT_EQ(b.error().message(), fmt::format("{} is '{}': {}", name, bad, takes));
+    }
+  }
+}
+
 TEST(CudaHost, IndexBufferHoldsTheBatchTablesAndAnchoredTiles) {
   ir::Batch b;
   b.add_sequence(std::vector<uint32_t>(70, 5), {0, 65}, 2);  // two tiles: rows 0 and 64

@@ -1,9 +1,10 @@
-// The quantized GEMM kernels (issue 14) through their launcher, each test on three paths: CUDA cores
+// The quantized GEMM kernels (issue 14) through their launcher, each test on four paths: CUDA cores
 // (kernels/qgemm.cu), tensor cores (kernels/qgemm_tc.cu) and tensor cores on codes in the tensor-core layout
-// (engine/cuda/qgemm_layout.h; k it cannot hold is refused). Against a float64 reference over the dequantized
-// weight: int8 and int4 codes, groups of 32/64/128, F16 and BF16 scales, 1 to 64 rows, every element-type
-// variant and epilogue, K split into slices that cut groups; rows past the real count keep their sentinel, and
-// a row's bits do not depend on the row count.
+// (engine/cuda/qgemm_layout.h; k it cannot hold is refused), in the sliced and the whole-K mapping. Against a
+// float64 reference over the dequantized weight: int8 and int4 codes, groups of 32/64/128, F16 and BF16 scales,
+// 1 to 64 rows, every element-type variant and epilogue, K split into slices that cut groups; rows past the real
+// count keep their sentinel, a row's bits do not depend on the row count, and the two mappings give the same
+// bits.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -96,13 +97,21 @@ double sum_bound(const QuantCase& c, Dt in, bool tensor_cores) {
 // output type's rounding; padding rows keep the sentinel. Returns the outputs of the real rows.
 // The kernels under test: CUDA cores and tensor cores on the checkpoint's codes, and tensor cores on the same
 // codes in the tensor-core layout (qgemm_layout.h).
-enum class Path { kCudaCores, kTensorCores, kTensorCoresPacked };
+enum class Path { kCudaCores, kTensorCores, kTensorCoresPacked, kTensorCoresWholeK };
+
+bool packed_codes(Path p) { return p == Path::kTensorCoresPacked || p == Path::kTensorCoresWholeK; }
+
+QGemmKernel kernel_of(Path p) {
+  return p == Path::kCudaCores           ? QGemmKernel::kCudaCores
+         : p == Path::kTensorCoresWholeK ? QGemmKernel::kTensorCoresWholeK
+                                         : QGemmKernel::kTensorCores;
+}
 
 std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, std::mt19937& rng, const std::string& what,
                          Path path) {
   const bool tensor_cores = path != Path::kCudaCores;
   std::vector<uint8_t> code_bytes = c.codes;
-  if (path == Path::kTensorCoresPacked) {  // k the layout's words cannot hold is refused, named
+  if (packed_codes(path)) {  // k the layout's words cannot hold is refused, named
     auto packed = pack_qgemm_tc_codes(c.codes, c.cols, c.k, c.bits);
     if (c.k % (32 * qgemm_tc_pack_chunks(c.bits)) != 0) {
       EXPECT_FALSE(packed.ok()) << what;
@@ -133,10 +142,10 @@ std::vector<float> check(const QuantCase& c, uint32_t rows, const QRun& r, std::
   w.scale_bf16 = c.bf16;
   w.bits = c.bits;
   w.group = c.group;
-  w.packed = path == Path::kTensorCoresPacked;
+  w.packed = packed_codes(path);
   run_step(qgemm_step(d->ctx, make_loc(xd, ir::Rows::kTokens, c.k, r.in, "x"), w,
                       r.bias ? bd.as<const float>() : nullptr, r.act, r.accumulate,
-                      make_loc(yd, ir::Rows::kTokens, c.cols, r.out, "y"), tensor_cores));
+                      make_loc(yd, ir::Rows::kTokens, c.cols, r.out, "y"), kernel_of(path)));
   std::vector<double> want, mag;
   reference(c, x, rows, want, mag);
   const std::vector<float> got = read_floats(yd, size_t{kBucket.tokens} * c.cols, r.out);
@@ -253,7 +262,7 @@ TEST_P(QGemmTest, RowBitsDoNotDependOnTheRowCount) {
 
 // Lowers one qgemm of 8 columns over 64-wide FP32 rows (zeros: only the lowering is under test) with the
 // codes `w` describes (its codes and scales are set here).
-Result<KernelStep> lower_small(QuantWeight w, uint32_t k, bool tensor_cores) {
+Result<KernelStep> lower_small(QuantWeight w, uint32_t k, QGemmKernel kernel) {
   std::mt19937 brng(3);
   const auto d = device_batch(make_batch({2}, {0}, 50, brng), kBucket);
   DeviceBuffer xd = to_device(std::vector<float>(size_t{kBucket.tokens} * k, 0.0f));
@@ -263,14 +272,14 @@ Result<KernelStep> lower_small(QuantWeight w, uint32_t k, bool tensor_cores) {
   w.codes = codes.data();
   w.scales = scales.as<const uint16_t>();
   return qgemm_step(d->ctx, make_loc(xd, ir::Rows::kTokens, k, Dt::kF32, "x"), w, nullptr, kernels::kActNone, false,
-                    make_loc(yd, ir::Rows::kTokens, 8, Dt::kF32, "y"), tensor_cores);
+                    make_loc(yd, ir::Rows::kTokens, 8, Dt::kF32, "y"), kernel);
 }
 
 TEST_P(QGemmTest, RefusesGroupsTheKernelCannotRead) {
   QuantWeight w;
   w.bits = 8;
   w.group = 16;
-  const auto step = lower_small(w, 64, tensor_cores());
+  const auto step = lower_small(w, 64, kernel_of(GetParam()));
   ASSERT_FALSE(step.ok());
   EXPECT_EQ(step.error().message(),
             "qgemm: 'x' (tokens × 64 f32) into 'y' (tokens × 8 f32) (int8 codes, groups of 16): bits 8 or 4, a group "
@@ -284,14 +293,16 @@ TEST_P(QGemmTest, PackedCodesNeedTheTensorCoreKernel) {
   w.bits = 4;
   w.group = 32;
   w.packed = true;
-  const auto step = lower_small(w, 384, tensor_cores());
+  const auto step = lower_small(w, 384, kernel_of(GetParam()));
   if (tensor_cores()) {
     ASSERT_TRUE(step.ok()) << step.error().message();
     const auto& args = std::get<kernels::QGemmTcArgs>(step->args);
     EXPECT_EQ(args.packed, 1u);
     EXPECT_EQ(args.splits, 2u);
     EXPECT_EQ(args.slice_chunks, 8u);  // 12 chunks in two slices of 6, rounded up to whole words of 4 chunks
-    const auto short_k = lower_small(w, 96, true);
+    EXPECT_EQ(step->id, GetParam() == Path::kTensorCoresWholeK ? KernelId::qgemm_tc_whole_k_f32_f32
+                                                               : KernelId::qgemm_tc_f32_f32);
+    const auto short_k = lower_small(w, 96, kernel_of(GetParam()));
     ASSERT_FALSE(short_k.ok());
     EXPECT_NE(short_k.error().message().find("need k a multiple of 128"), std::string::npos)
         << short_k.error().message();
@@ -304,12 +315,45 @@ TEST_P(QGemmTest, PackedCodesNeedTheTensorCoreKernel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, QGemmTest,
-                         ::testing::Values(Path::kCudaCores, Path::kTensorCores, Path::kTensorCoresPacked),
+                         ::testing::Values(Path::kCudaCores, Path::kTensorCores, Path::kTensorCoresPacked,
+                                           Path::kTensorCoresWholeK),
                          [](const auto& p) {
-                           return p.param == Path::kCudaCores     ? std::string("CudaCores")
-                                  : p.param == Path::kTensorCores ? std::string("TensorCores")
-                                                                  : std::string("TensorCoresPacked");
+                           return p.param == Path::kCudaCores           ? std::string("CudaCores")
+                                  : p.param == Path::kTensorCores       ? std::string("TensorCores")
+                                  : p.param == Path::kTensorCoresPacked ? std::string("TensorCoresPacked")
+                                                                        : std::string("TensorCoresWholeK");
                          });
+
+// The whole-K mapping against the sliced one on the same packed codes and rows: every output bit for bit, with
+// K in 1, 2 and 8 slices (cutting groups), a partial tile and a partial block of tiles (40 and 136 columns),
+// 1 to 64 rows (one and two row blocks, both fragment counts of the packed loop), 16-bit and FP32 rows.
+TEST(QGemmWholeK, GivesTheSlicedMappingsBits) {
+  TANDEM_REQUIRE_GPU();
+  std::mt19937 rng(41);
+  struct Shape {
+    uint32_t cols, k, bits, group;
+  };
+  for (const Shape& sh : {Shape{40, 128, 4, 32}, Shape{136, 384, 4, 128}, Shape{40, 2048, 4, 64},
+                          Shape{136, 512, 8, 64}}) {
+    const QuantCase c = make_case(sh.cols, sh.k, sh.bits, sh.group, sh.bits == 8, rng);
+    for (const auto& [in, out] : {std::pair{Dt::kBF16, Dt::kBF16}, std::pair{Dt::kF16, Dt::kF32},
+                                  std::pair{Dt::kF32, Dt::kF32}}) {
+      for (uint32_t rows : {1u, 13u, 32u, 45u, 64u}) {
+        const std::string what = fmt::format("{} columns, k {}, int{}, {} -> {}, {} rows", sh.cols, sh.k, sh.bits,
+                                             dt_name(in), dt_name(out), rows);
+        std::vector<std::vector<float>> got;
+        for (Path path : {Path::kTensorCoresPacked, Path::kTensorCoresWholeK}) {
+          std::mt19937 same(rows);  // the same x, bias and prior for both mappings
+          got.push_back(check(c, rows, QRun{in, out, kernels::kActGelu, false, true}, same, what, path));
+          ASSERT_FALSE(got.back().empty()) << what;
+        }
+        for (size_t e = 0; e < got[0].size(); ++e) {
+          ASSERT_EQ(got[0][e], got[1][e]) << what << ": row " << e / c.cols << " column " << e % c.cols;
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace tandem::cuda::test

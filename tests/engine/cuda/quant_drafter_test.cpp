@@ -44,10 +44,12 @@ json load_reference() {
   return json::parse(f, nullptr, /*allow_exceptions=*/false);
 }
 
-std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_codes = false) {
+std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_codes = false,
+                                          uint32_t whole_k_rows = 0) {
   CudaOptions o;
   o.precision = precision;
   o.qgemm_packed = packed_codes;
+  o.qgemm_whole_k_rows = whole_k_rows;
   auto b = make_cuda_backend(o);
   EXPECT_TRUE(b.ok()) << b.error().message();
   return b.ok() ? std::move(b).value() : nullptr;
@@ -186,6 +188,37 @@ TEST(CudaQuantDrafter, CodesInTheTensorCoreLayoutMatchTheCpuBackend) {
       if (m["version"].get<uint32_t>() == 2) {
         compare(got.out.selector, want.out.selector, tolerance(p), by_row, what + " selector rows");
       }
+    }
+  }
+}
+
+// CudaOptions::qgemm_whole_k_rows (TANDEM_CUDA_QGEMM_WHOLE_K_ROWS): buckets of at least that many rows run
+// the tensor-core kernel's whole-K mapping, and the drafts are the sliced mapping's bit for bit.
+TEST(CudaQuantDrafter, TheWholeKMappingDraftsTheSameBits) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_reference();
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
+  const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
+  auto sliced = cuda_backend(p, true);
+  auto whole_k = cuda_backend(p, true, 1);
+  ASSERT_NE(sliced, nullptr);
+  ASSERT_NE(whole_k, nullptr);
+  for (const json& m : ref["drafters"]) {
+    const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
+    for (Quantization q : {Quantization::kInt8, Quantization::kInt4}) {
+      const json& c = m["cases"][0];
+      const std::string what = fmt::format("{} {} at {}", m["dir"].get<std::string>(), models::dflash::to_string(q),
+                                           ir::to_string(p));
+      const Drafted want = settle_and_draft(*sliced, dir, target_dir, c, q);
+      const Drafted got = settle_and_draft(*whole_k, dir, target_dir, c, q);
+      ASSERT_TRUE(want.ok && got.ok) << what;
+      EXPECT_GT(got.packed_codes, 0u) << what;
+      ASSERT_EQ(got.out.logits.data.size(), want.out.logits.data.size()) << what;
+      for (size_t i = 0; i < want.out.logits.data.size(); ++i) {
+        ASSERT_EQ(got.out.logits.data[i], want.out.logits.data[i]) << what << ": logit " << i;
+      }
+      ASSERT_EQ(got.out.selector.data, want.out.selector.data) << what << ": selector rows";
     }
   }
 }
