@@ -99,7 +99,8 @@ Result<KernelStep> qgemm_step(const StepContext& c, const Loc& x, const QuantWei
   struct Ids {
     KernelId cuda_cores, sliced, whole_k;
   };
-#define TANDEM_QGEMM_IDS(in_out) Ids{KernelId::qgemm_##in_out, KernelId::qgemm_tc_##in_out, KernelId::qgemm_tc_whole_k_##in_out}
+#define TANDEM_QGEMM_IDS(in_out) \
+  Ids { KernelId::qgemm_##in_out, KernelId::qgemm_tc_##in_out, KernelId::qgemm_tc_whole_k_##in_out }
   const auto variant = [&]() -> Result<Ids> {
     switch (x.type) {
       case Dt::kF32:
