@@ -25,6 +25,15 @@ GemmData make_data(const GemmCase& c, uint32_t seed) {
           random_values(c.n, seed + 2), random_values(size_t{c.m} * c.n, seed + 3)};
 }
 
+// The first n columns of each row of a [rows, width] matrix.
+std::vector<float> first_columns(const std::vector<float>& m, uint32_t rows, uint32_t width, uint32_t n) {
+  std::vector<float> out;
+  for (uint32_t i = 0; i < rows; ++i) {
+    out.insert(out.end(), m.begin() + size_t{i} * width, m.begin() + size_t{i} * width + n);
+  }
+  return out;
+}
+
 // With first_rows > 0: out is the product with w's first first_rows rows only (w keeps its c.n rows).
 std::vector<float> run_gemm(const GemmCase& c, const GemmData& d, size_t threads, Isa isa, uint32_t first_rows = 0) {
   OpCase oc;
@@ -36,11 +45,7 @@ std::vector<float> run_gemm(const GemmCase& c, const GemmData& d, size_t threads
   if (c.bias) b = oc.weight("b", {n}, std::vector<float>(d.b.begin(), d.b.begin() + n));
   ir::Val out;
   if (c.epilogue == ir::Epilogue::kAccumulate) {
-    std::vector<float> init;
-    for (uint32_t i = 0; i < c.m; ++i) {
-      init.insert(init.end(), d.init.begin() + size_t{i} * c.n, d.init.begin() + size_t{i} * c.n + n);
-    }
-    out = oc.input("out", n, init);
+    out = oc.input("out", n, first_columns(d.init, c.m, c.n, n));
   } else {
     out = oc.graph.add_val(ir::Rows::kTokens, n, "out");
   }
@@ -119,11 +124,7 @@ TEST(CpuGemm, FirstRowsAreTheWholeProductsFirstColumns) {
     for (uint32_t n : {1u, 15u, 16u, 17u, 64u, 65u, 149u}) {
       const std::vector<float> got = run_gemm(c, d, 2, best_isa(), n);
       ASSERT_EQ(got.size(), size_t{c.m} * n);
-      std::vector<float> want;
-      for (uint32_t i = 0; i < c.m; ++i) {
-        want.insert(want.end(), whole.begin() + size_t{i} * c.n, whole.begin() + size_t{i} * c.n + n);
-      }
-      EXPECT_TRUE(same_bits(got, want)) << "first " << n << " rows of 150, epilogue " << static_cast<int>(ep);
+      EXPECT_TRUE(same_bits(got, first_columns(whole, c.m, c.n, n))) << "first " << n << " rows of 150, epilogue " << static_cast<int>(ep);
     }
   }
 }
