@@ -11,7 +11,8 @@
 #     (torch._weight_int4pack_mm, group 64) and per-column int8 (torch._weight_int8pack_mm);
 #  3. cuda_spec_bench at acceptance 6.5, BF16 and int4 drafters, in each of LAYOUTS (default "packed wholek"):
 #     ckpt (TANDEM_CUDA_QGEMM_PACKED=0), packed (the default), wholek (packed, every bucket whole-K:
-#     TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=1); SPEC_BATCHES (default 1) picks the batches, e.g. "1,8,32".
+#     TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=1); SPEC_BATCHES (default 1) picks the batches, e.g. "1,8,32"; SPEC_ARGS adds
+#     arguments (e.g. "--profile" for each step's time by op, "--draft-vocab 32768").
 #  4. (only when STEPS names it: "source") ncu's full set on the packed int4 launch of step 2, as its SASS with
 #     each instruction's stall samples (ncu --page source --print-source sass --csv): where a chunk's
 #     instructions come from and which ones wait.
@@ -65,6 +66,7 @@ if [[ $STEPS == *" ncu "* ]]; then
 fi
 
 read -r -a LAYOUT_LIST <<< "${LAYOUTS:-packed wholek}"
+read -r -a SPEC_EXTRA <<< "${SPEC_ARGS:-}"
 for i in "${!LAYOUT_LIST[@]}"; do
   layout=${LAYOUT_LIST[$i]}
   [[ $STEPS == *" spec "* ]] || break
@@ -73,7 +75,7 @@ for i in "${!LAYOUT_LIST[@]}"; do
   say "cuda_spec_bench, $layout layout (up to $LEFT s)"
   env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = ckpt ] && echo 0 || echo 1) \
     TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=$([ "$layout" = wholek ] && echo 1 || echo 0) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
-    --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 --json "$OUT/spec-$layout.json" \
+    --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 "${SPEC_EXTRA[@]}" --json "$OUT/spec-$layout.json" \
     > /dev/null 2>> "$LOG"
   say "cuda_spec_bench $layout rc $?"
 done
