@@ -75,7 +75,8 @@ for i in "${!LAYOUT_LIST[@]}"; do
   say "cuda_spec_bench, $layout layout (up to $LEFT s)"
   env TANDEM_CUDA_QGEMM_PACKED=$([ "$layout" = ckpt ] && echo 0 || echo 1) \
     TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=$([ "$layout" = wholek ] && echo 1 || echo 0) timeout "$LEFT" "$BUILD/bench/cuda_spec_bench" \
-    --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 "${SPEC_EXTRA[@]}" --json "$OUT/spec-$layout.json" \
+    --batches "${SPEC_BATCHES:-1}" --acceptance 6.5 --drafter-quantization int4 "${SPEC_EXTRA[@]}" \
+    --json "$OUT/spec-$layout.json" \
     > /dev/null 2>> "$LOG"
   say "cuda_spec_bench $layout rc $?"
 done

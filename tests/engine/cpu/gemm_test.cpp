@@ -124,7 +124,8 @@ TEST(CpuGemm, FirstRowsAreTheWholeProductsFirstColumns) {
     for (uint32_t n : {1u, 15u, 16u, 17u, 64u, 65u, 149u}) {
       const std::vector<float> got = run_gemm(c, d, 2, best_isa(), n);
       ASSERT_EQ(got.size(), size_t{c.m} * n);
-      EXPECT_TRUE(same_bits(got, first_columns(whole, c.m, c.n, n))) << "first " << n << " rows of 150, epilogue " << static_cast<int>(ep);
+      EXPECT_TRUE(same_bits(got, first_columns(whole, c.m, c.n, n)))
+          << "first " << n << " rows of 150, epilogue " << static_cast<int>(ep);
     }
   }
 }
