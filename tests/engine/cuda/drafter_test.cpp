@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +16,7 @@
 #include "engine/models/dflash/dflash_model.h"
 #include "engine/models/qwen3/qwen3_model.h"
 #include "engine/spec/selector_impl.h"
+#include "tests/engine/cuda/drafter_case.h"
 #include "tests/engine/cuda/gpu_test_util.h"
 
 namespace tandem::cuda::test {
@@ -36,53 +36,12 @@ const std::string kRoot = TANDEM_SOURCE_DIR;
 // v2 selector rows 0.017; the bound is ~3x those).
 double tolerance(ir::Precision p) { return p == ir::Precision::kF32 ? 1e-4 : 5e-2; }
 
-json load_reference() {
-  const std::string path = kRoot + "/tests/fixtures/dflash/reference.json";
-  std::ifstream f(path);
-  if (!f) {
-    ADD_FAILURE() << "missing fixture " << path;
-    return json();
-  }
-  return json::parse(f, nullptr, /*allow_exceptions=*/false);
-}
-
 std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision) {
   CudaOptions o;
   o.precision = precision;
   auto b = make_cuda_backend(o);
   EXPECT_TRUE(b.ok()) << b.error().message();
   return b.ok() ? std::move(b).value() : nullptr;
-}
-
-// Largest |x| of each row.
-std::vector<double> row_scale(const ir::Tensor2& t) {
-  std::vector<double> out(t.rows, 1.0);
-  for (uint32_t r = 0; r < t.rows; ++r) {
-    for (uint32_t c = 0; c < t.width; ++c) out[r] = std::max(out[r], std::fabs(double{t.at(r, c)}));
-  }
-  return out;
-}
-
-// The worst |got − want| / scale over the tensor; fails naming the first element past tol.
-double compare(const ir::Tensor2& got, const ir::Tensor2& want, double tol, bool by_row, const std::string& what) {
-  EXPECT_EQ(got.rows, want.rows) << what;
-  EXPECT_EQ(got.width, want.width) << what;
-  if (got.rows != want.rows || got.width != want.width) return 1e30;
-  const std::vector<double> scale = row_scale(want);
-  double worst = 0.0;
-  for (uint32_t r = 0; r < want.rows; ++r) {
-    for (uint32_t c = 0; c < want.width; ++c) {
-      const double w = want.at(r, c);
-      const double err = std::fabs(got.at(r, c) - w) / (by_row ? scale[r] : std::max(1.0, std::fabs(w)));
-      worst = std::max(worst, err);
-      if (!(err <= tol)) {
-        ADD_FAILURE() << what << ": row " << r + 1 << " column " << c << " is " << got.at(r, c) << ", expected " << w
-                      << " (error " << err << ", bound " << tol << ")";
-        return worst;
-      }
-    }
-  }
-  return worst;
 }
 
 struct Drafted {
@@ -92,32 +51,17 @@ struct Drafted {
 };
 
 // Settles a fixture case's context and drafts its block (v2 walking with `walk`'s temperature and seed),
-// fetching the logits, selector rows, candidates and q.
+// fetching the logits, selector rows, candidates and q; v2 also walks the fetched rows on the host.
 Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std::string& target_dir, const json& c,
                          ir::SamplingParams walk = {}) {
+  DraftedCase run = test::settle_and_draft(backend, dir, target_dir, c, CaseDraft{walk});
   Drafted d;
-  const uint32_t a = c["context_len"], block = c["block_size"], anchor = c["anchor"];
-  std::optional<uint32_t> width;
-  if (c.contains("draft_vocab") && !c["draft_vocab"].is_null()) width = c["draft_vocab"].get<uint32_t>();
-  auto drafter = Drafter::open(backend, dir, target_dir, DrafterOptions{1, a + block, 0, width, nullptr});
-  EXPECT_TRUE(drafter.ok()) << drafter.error().message();
-  if (!drafter.ok()) return d;
-  std::vector<float> taps;
-  for (const json& row : c["taps"]) {
-    for (const json& x : row) taps.push_back(x.get<float>());
-  }
-  const SettleRows settle{0, taps, {}};
-  auto st = (*drafter)->settle({&settle, 1});
-  EXPECT_TRUE(st.ok()) << st.error().message();
-  std::vector<BlockOut> out;
-  const BlockRows rows{0, anchor, walk};
-  st = (*drafter)->draft({&rows, 1}, block, out, true, true);
-  EXPECT_TRUE(st.ok()) << st.error().message();
-  if (!st.ok()) return d;
-  d.out = std::move(out[0]);
-  if ((*drafter)->version() == 2) {
-    d.host = spec::select(d.out.logits, d.out.selector, anchor, *(*drafter)->codebooks(),
-                          spec::selector_params((*drafter)->setup().cfg), walk.temperature, walk.seed, a);
+  if (!run.ok) return d;
+  d.out = std::move(run.out);
+  if (run.drafter->version() == 2) {
+    const uint32_t context = c["context_len"], anchor = c["anchor"];
+    d.host = spec::select(d.out.logits, d.out.selector, anchor, *run.drafter->codebooks(),
+                          spec::selector_params(run.drafter->setup().cfg), walk.temperature, walk.seed, context);
   }
   d.ok = true;
   return d;
@@ -125,7 +69,7 @@ Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std
 
 TEST(CudaDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackend) {
   TANDEM_REQUIRE_GPU();
-  const json ref = load_reference();
+  const json ref = load_dflash_reference(kRoot);
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   auto cpu = cpu::make_cpu_backend(2);
@@ -142,8 +86,8 @@ TEST(CudaDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackend) {
         const Drafted got = settle_and_draft(*cuda, dir, target_dir, c);
         ASSERT_TRUE(want.ok && got.ok) << what;
         const bool by_row = p != ir::Precision::kF32;
-        worst_logits = std::max(worst_logits, compare(got.out.logits, want.out.logits, tolerance(p), by_row,
-                                                      what + " logits"));
+        worst_logits = std::max(worst_logits, compare_block_rows(got.out.logits, want.out.logits, tolerance(p),
+                                                                 by_row, what + " logits"));
         if (p == ir::Precision::kF32) {
           ir::Tensor2 fixture;
           fixture.rows = static_cast<uint32_t>(c["logits"].size());
@@ -151,11 +95,12 @@ TEST(CudaDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackend) {
           for (const json& row : c["logits"]) {
             for (const json& x : row) fixture.data.push_back(x.get<float>());
           }
-          compare(got.out.logits, fixture, 1e-4, false, what + " logits vs the PyTorch reference");
+          compare_block_rows(got.out.logits, fixture, 1e-4, false, what + " logits vs the PyTorch reference");
         }
         if (m["version"].get<uint32_t>() == 2) {
-          worst_selector = std::max(worst_selector, compare(got.out.selector, want.out.selector, tolerance(p), by_row,
-                                                            what + " selector rows"));
+          worst_selector =
+              std::max(worst_selector, compare_block_rows(got.out.selector, want.out.selector, tolerance(p), by_row,
+                                                          what + " selector rows"));
         } else {
           EXPECT_EQ(got.out.selector.rows, 0u) << what;
         }
@@ -174,7 +119,7 @@ TEST(CudaDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackend) {
 // and BF16; the FP32 plan's picks are also the CPU backend's, token for token.
 TEST(CudaDrafter, SelectorWalkOnTheDeviceIsTheHostWalk) {
   TANDEM_REQUIRE_GPU();
-  const json ref = load_reference();
+  const json ref = load_dflash_reference(kRoot);
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   auto cpu = cpu::make_cpu_backend(2);
@@ -231,7 +176,7 @@ TEST(CudaDrafter, SelectorWalkOnTheDeviceIsTheHostWalk) {
 // tap sink. The same rows fetched to the host and settled from there give the same bits.
 TEST(CudaDrafter, SettlesFromTheTargetsDeviceTapsWithoutTheHost) {
   TANDEM_REQUIRE_GPU();
-  const json ref = load_reference();
+  const json ref = load_dflash_reference(kRoot);
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   auto cpu = cpu::make_cpu_backend(1);
@@ -299,7 +244,7 @@ TEST(CudaDrafter, SettlesFromTheTargetsDeviceTapsWithoutTheHost) {
 // that went in, bit for bit, and it drafts the same bits as the drafter that settled them.
 TEST(CudaDrafter, AContextHandedOverDraftsTheSameBits) {
   TANDEM_REQUIRE_GPU();
-  const json ref = load_reference();
+  const json ref = load_dflash_reference(kRoot);
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   const json& m = ref["drafters"][0];

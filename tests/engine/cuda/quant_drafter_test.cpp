@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "engine/cuda/weights_impl.h"
 #include "engine/io/safetensors.h"
 #include "engine/models/dflash/dflash_model.h"
+#include "tests/engine/cuda/drafter_case.h"
 #include "tests/engine/cuda/gpu_test_util.h"
 
 namespace tandem::cuda::test {
@@ -22,11 +22,9 @@ namespace {
 
 using json = nlohmann::json;
 using models::dflash::BlockOut;
-using models::dflash::BlockRows;
 using models::dflash::Drafter;
 using models::dflash::DrafterOptions;
 using models::dflash::Quantization;
-using models::dflash::SettleRows;
 
 const std::string kRoot = TANDEM_SOURCE_DIR;
 
@@ -34,15 +32,6 @@ const std::string kRoot = TANDEM_SOURCE_DIR;
 // order of its f32 sums (1e-4 of max(1, |cpu|), as for float drafters). A BF16 plan rounds activations
 // to 8 bits: 5e-2 of the row's largest |logit|, the float drafters' BF16 bound (drafter_test.cpp).
 double tolerance(ir::Precision p) { return p == ir::Precision::kF32 ? 1e-4 : 5e-2; }
-
-json load_reference() {
-  std::ifstream f(kRoot + "/tests/fixtures/dflash/reference.json");
-  if (!f) {
-    ADD_FAILURE() << "missing fixture tests/fixtures/dflash/reference.json";
-    return json();
-  }
-  return json::parse(f, nullptr, /*allow_exceptions=*/false);
-}
 
 std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_codes = false,
                                           uint32_t whole_k_rows = 0) {
@@ -55,30 +44,6 @@ std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_c
   return b.ok() ? std::move(b).value() : nullptr;
 }
 
-// The worst |got − want| / scale (by row: the row's largest |want|, else max(1, |want|)); fails naming
-// the first element past tol.
-double compare(const ir::Tensor2& got, const ir::Tensor2& want, double tol, bool by_row, const std::string& what) {
-  EXPECT_EQ(got.rows, want.rows) << what;
-  EXPECT_EQ(got.width, want.width) << what;
-  if (got.rows != want.rows || got.width != want.width) return 1e30;
-  double worst = 0.0;
-  for (uint32_t r = 0; r < want.rows; ++r) {
-    double scale = 1.0;
-    for (uint32_t c = 0; c < want.width; ++c) scale = std::max(scale, std::fabs(double{want.at(r, c)}));
-    for (uint32_t c = 0; c < want.width; ++c) {
-      const double w = want.at(r, c);
-      const double err = std::fabs(got.at(r, c) - w) / (by_row ? scale : std::max(1.0, std::fabs(w)));
-      worst = std::max(worst, err);
-      if (!(err <= tol)) {
-        ADD_FAILURE() << what << ": row " << r << " column " << c << " is " << got.at(r, c) << ", expected " << w
-                      << " (error " << err << ", bound " << tol << ")";
-        return worst;
-      }
-    }
-  }
-  return worst;
-}
-
 struct Drafted {
   BlockOut out;
   bool ok = false;
@@ -87,28 +52,12 @@ struct Drafted {
 
 Drafted settle_and_draft(ir::Backend& backend, const std::string& dir, const std::string& target_dir, const json& c,
                          std::optional<Quantization> q) {
+  DraftedCase run = test::settle_and_draft(backend, dir, target_dir, c, CaseDraft{{}, q});
   Drafted d;
-  const uint32_t a = c["context_len"], block = c["block_size"], anchor = c["anchor"];
-  std::optional<uint32_t> width;
-  if (c.contains("draft_vocab") && !c["draft_vocab"].is_null()) width = c["draft_vocab"].get<uint32_t>();
-  auto drafter = Drafter::open(backend, dir, target_dir, DrafterOptions{1, a + block, 0, width, nullptr, q});
-  EXPECT_TRUE(drafter.ok()) << drafter.error().message();
-  if (!drafter.ok()) return d;
-  std::vector<float> taps;
-  for (const json& row : c["taps"]) {
-    for (const json& x : row) taps.push_back(x.get<float>());
-  }
-  const SettleRows settle{0, taps, {}};
-  auto st = (*drafter)->settle({&settle, 1});
-  EXPECT_TRUE(st.ok()) << st.error().message();
-  std::vector<BlockOut> out;
-  const BlockRows rows{0, anchor};
-  st = (*drafter)->draft({&rows, 1}, block, out);
-  EXPECT_TRUE(st.ok()) << st.error().message();
-  if (!st.ok()) return d;
-  d.out = std::move(out[0]);
+  if (!run.ok) return d;
+  d.out = std::move(run.out);
   d.ok = true;
-  if (const auto* w = dynamic_cast<const CudaWeights*>(&(*drafter)->weights())) d.packed_codes = w->packed_codes();
+  if (const auto* w = dynamic_cast<const CudaWeights*>(&run.drafter->weights())) d.packed_codes = w->packed_codes();
   return d;
 }
 
@@ -120,7 +69,7 @@ struct Variant {
 
 TEST(CudaQuantDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackendsQuantizedDrafter) {
   TANDEM_REQUIRE_GPU();
-  const json ref = load_reference();
+  const json ref = load_dflash_reference(kRoot);
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   auto cpu = cpu::make_cpu_backend(2);
@@ -148,11 +97,12 @@ TEST(CudaQuantDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackendsQuantizedDra
           const Drafted got = settle_and_draft(*cuda, dir, target_dir, c, v.q);
           ASSERT_TRUE(want.ok && got.ok) << what;
           const bool by_row = p != ir::Precision::kF32;
-          worst_logits = std::max(worst_logits, compare(got.out.logits, want.out.logits, tolerance(p), by_row,
-                                                        what + " logits"));
+          worst_logits = std::max(worst_logits, compare_block_rows(got.out.logits, want.out.logits, tolerance(p),
+                                                                   by_row, what + " logits"));
           if (m["version"].get<uint32_t>() == 2) {
-            worst_selector = std::max(worst_selector, compare(got.out.selector, want.out.selector, tolerance(p),
-                                                              by_row, what + " selector rows"));
+            worst_selector =
+                std::max(worst_selector, compare_block_rows(got.out.selector, want.out.selector, tolerance(p), by_row,
+                                                            what + " selector rows"));
           }
         }
         std::cerr << v.name << " at " << ir::to_string(p) << ": worst logits error " << worst_logits
@@ -166,7 +116,7 @@ TEST(CudaQuantDrafter, BlockLogitsAndSelectorRowsMatchTheCpuBackendsQuantizedDra
 // the block logits and selector rows still match the CPU backend's quantized drafter, at the bounds above.
 TEST(CudaQuantDrafter, CodesInTheTensorCoreLayoutMatchTheCpuBackend) {
   TANDEM_REQUIRE_GPU();
-  const json ref = load_reference();
+  const json ref = load_dflash_reference(kRoot);
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   auto cpu = cpu::make_cpu_backend(2);
@@ -177,16 +127,16 @@ TEST(CudaQuantDrafter, CodesInTheTensorCoreLayoutMatchTheCpuBackend) {
     const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
     for (Quantization q : {Quantization::kInt8, Quantization::kInt4}) {
       const json& c = m["cases"][0];
-      const std::string what = fmt::format("{} {} packed at {}", m["dir"].get<std::string>(), models::dflash::to_string(q),
-                                           ir::to_string(p));
+      const std::string what = fmt::format("{} {} packed at {}", m["dir"].get<std::string>(),
+                                           models::dflash::to_string(q), ir::to_string(p));
       const Drafted want = settle_and_draft(*cpu, dir, target_dir, c, q);
       const Drafted got = settle_and_draft(*cuda, dir, target_dir, c, q);
       ASSERT_TRUE(want.ok && got.ok) << what;
       EXPECT_GT(got.packed_codes, 0u) << what << ": no code tensor went up packed";
       const bool by_row = p != ir::Precision::kF32;
-      compare(got.out.logits, want.out.logits, tolerance(p), by_row, what + " logits");
+      compare_block_rows(got.out.logits, want.out.logits, tolerance(p), by_row, what + " logits");
       if (m["version"].get<uint32_t>() == 2) {
-        compare(got.out.selector, want.out.selector, tolerance(p), by_row, what + " selector rows");
+        compare_block_rows(got.out.selector, want.out.selector, tolerance(p), by_row, what + " selector rows");
       }
     }
   }
@@ -196,7 +146,7 @@ TEST(CudaQuantDrafter, CodesInTheTensorCoreLayoutMatchTheCpuBackend) {
 // the tensor-core kernel's whole-K mapping, and the drafts are the sliced mapping's bit for bit.
 TEST(CudaQuantDrafter, TheWholeKMappingDraftsTheSameBits) {
   TANDEM_REQUIRE_GPU();
-  const json ref = load_reference();
+  const json ref = load_dflash_reference(kRoot);
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
