@@ -121,7 +121,7 @@ run_all "smoke-selftest:python3 tools/train/selftest.py" \
         "smoke-decision:python3 tools/train_decision.py --smoke --ema 0.99 --want-not 0.6 --root $S --log $LOGS/smoke-decision.log" ||
   fail "a smoke run failed"
 run_all "smoke-dflash1:python3 tools/train_drafter.py --smoke --version 1 --root $S --work $SW --log $LOGS/smoke-dflash1.log" \
-        "smoke-dflash2:python3 tools/train_drafter.py --smoke --version 2 --root $S --work $SW --log $LOGS/smoke-dflash2.log" \
+        "smoke-dflash2:python3 tools/train_drafter.py --smoke --version 2 --distill --root $S --work $SW --log $LOGS/smoke-dflash2.log" \
         "smoke-corpus:python3 tools/train_lm.py --smoke --corpus-only --root $S --work $SW-corpus --log $LOGS/smoke-corpus.log" ||
   fail "a smoke run failed"
 mkdir -p "$WORK/smoke-var" "$WORK/smoke-select/models"

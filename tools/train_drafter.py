@@ -11,7 +11,10 @@
   positions a..a+B-1 that see the context features of positions < a and their own rows both ways (one masked
   attention over all blocks of a sequence), and trains rows k = 1..B-1 to predict x_{a+k} through the target's
   frozen LM head, with cross-entropy weighted w_k = exp(-(k-1)/γ), γ = 7; the block size is drawn per step from
-  {16, 8, 4} (weights .5/.3/.2) so blocks 4, 8 and 16 all serve;
+  {16, 8, 4} (weights .5/.3/.2) so blocks 4, 8 and 16 all serve; with --distill the cross-entropy is against the
+  target's own next-token distribution at positions a+k-1 instead of its greedy token (self logit distillation, as
+  NVIDIA Model Optimizer's DFlash recipe does by default): the last tap is the target's last layer, so its final
+  norm and head over the stored tap rows give that distribution without another target pass;
 - v2 adds the grouped dynamic convolutions (trained with the rest) and trains the candidate selector with
   cross-entropy over the top-K candidates of each row's logits (candidates and their values detached), the true
   predecessor (the anchor for row 1), rows whose true token is not among the candidates skipped, same w_k.
@@ -19,11 +22,13 @@ The embedding and LM head are the target's; the drafter keeps fc, hidden_norm, i
 Runs for a wall-clock budget, logs loss every N steps and held-out per-row accuracy every eval interval, keeps
 the best held-out estimate of the acceptance length at block 8 (held-out files' prompts, continued like the
 training data; rows taken as independent), and logs beside it the acceptance the held-out blocks had (leading rows
-right), to tell how far the independence estimate and the served figure (eval.json) are apart, and why. Writes models/pylm-dflash (v1) or models/pylm-dflash2 (v2): config.json (z-lab layout),
-model.safetensors (BF16), training.json.
+right), to tell how far the independence estimate and the served figure (eval.json) are apart, and why. Writes
+models/pylm-dflash (v1) or models/pylm-dflash2 (v2): config.json (z-lab layout), model.safetensors (BF16),
+training.json.
     python3 tools/train_drafter.py --root . --work /tmp/work --version 1 --seconds 170 [--smoke]
     [--layers N] [--inter N] (the drafter's shape; defaults below) [--batch N] (sequences per step)
-    [--sequences N] (training sequences; the recipe's 12,288 are each seen ~100 times in 330 s)"""
+    [--sequences N] (training sequences; the recipe's 12,288 are each seen ~100 times in 330 s)
+    [--distill] (soft targets: the target's distribution, not its greedy token)"""
 import argparse
 import os
 import random
@@ -87,7 +92,21 @@ def sample_blocks(group, idx, block, per_seq, mask_id, gen):
     return ids, anchors, rows[..., 1:]
 
 
-def step_loss(drafter, target, taps_rows, ids, anchors, labels, selector):
+@torch.no_grad()
+def teacher_probs(target, taps_rows, anchors, b):
+    """The target's next-token distribution at positions a..a+b-2 of every block (what rows 1..b-1 predict)
+    [S·A, b-1, V]: its final norm and head over the last tap row, the last layer's residual stream (the taps end at
+    layer layers-1)."""
+    s, a = anchors.shape
+    hidden = target.s.hidden
+    pos = (anchors[..., None] + torch.arange(b - 1, device=anchors.device)).reshape(s, a * (b - 1))
+    last = taps_rows[..., -hidden:]
+    rows = torch.gather(last, 1, pos[..., None].expand(-1, -1, hidden))  # [S, A·(b-1), H]
+    logits = target.model.norm(rows) @ target.lm_head.weight.T
+    return torch.softmax(logits.float(), -1).reshape(s * a, b - 1, -1)
+
+
+def step_loss(drafter, target, taps_rows, ids, anchors, labels, selector, distill=False):
     embed, head = target.model.embed_tokens.weight, target.lm_head.weight
     ctx = drafter.context(taps_rows)
     h = drafter.blocks(embed, ids, anchors, ctx)  # [S·A, B, H]
@@ -95,9 +114,14 @@ def step_loss(drafter, target, taps_rows, ids, anchors, labels, selector):
     lab = labels.reshape(-1, b - 1)
     logits = h[:, 1:] @ head.T
     w = loss_weights(b - 1, GAMMA, h.device)
-    ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), lab.reshape(-1), reduction="none")
+    flat = logits.float().reshape(-1, logits.shape[-1])
+    if distill:  # cross-entropy against the target's distribution (class probabilities as the target)
+        soft = teacher_probs(target, taps_rows, anchors, b)
+        ce = F.cross_entropy(flat, soft.reshape(-1, soft.shape[-1]), reduction="none")
+    else:
+        ce = F.cross_entropy(flat, lab.reshape(-1), reduction="none")
     loss = (ce.view(-1, b - 1) * w).sum() / (w.sum() * lab.shape[0])
-    parts = {"ce": loss.detach()}
+    parts = {"kd" if distill else "ce": loss.detach()}
     if selector:
         d = drafter.d
         vals, cand = torch.topk(logits.detach().float(), d.sel_top_k, -1)  # [N, B-1, K]
@@ -158,6 +182,8 @@ def main():
     ap.add_argument("--sequences", type=int, default=None,
                     help="training sequences generated before the steps (default: the recipe's; their tap rows stay on "
                          "the GPU, ~0.7 MB each for models/pylm)")
+    ap.add_argument("--distill", action="store_true",
+                    help="train against the target's next-token distribution, not its greedy token")
     ap.add_argument("--log", default=None)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--eval-every", type=float, default=25.0)
@@ -178,7 +204,7 @@ def main():
     for p in target.parameters():
         p.requires_grad_(False)
     ts = target.s
-    taps = sorted({1, ts.layers // 2, ts.layers - 1})
+    taps = sorted({1, ts.layers // 2, ts.layers - 1})  # the last is the last layer: --distill reads the head from it
     d = DrafterShape(version=args.version, vocab=ts.vocab, hidden=ts.hidden, inter=cfg["inter"], layers=cfg["layers"],
                      heads=ts.heads, kv_heads=ts.kv_heads, taps=taps, num_target_layers=ts.layers,
                      mask_id=corpus["mask"], head_dim=ts.head_dim, eps=ts.eps, theta=ts.theta,
@@ -206,7 +232,8 @@ def main():
         for g in opt.param_groups:
             g["lr"] = common.lr_at(budget.fraction(), step, 2e-3, 100 if not args.smoke else 2)
         with common.autocast(dev):
-            loss, parts, _ = step_loss(drafter, target, group["taps"][idx], ids, anchors, labels, args.version == 2)
+            loss, parts, _ = step_loss(drafter, target, group["taps"][idx], ids, anchors, labels, args.version == 2,
+                                       args.distill)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
@@ -237,7 +264,7 @@ def main():
         "target": "models/pylm", "parameters": param_count(drafter), "steps": step, "seconds": budget.elapsed(),
         "layers": cfg["layers"], "inter": cfg["inter"], "batch": cfg["batch"], "sequences": cfg["sequences"],
         "prompts": cfg["prompts"],
-        "generated": cfg["gen"], "gamma": GAMMA, "block_weights": BLOCK_WEIGHTS,
+        "generated": cfg["gen"], "gamma": GAMMA, "block_weights": BLOCK_WEIGHTS, "distill": args.distill,
         "best_heldout_estimate_block8": best, "heldout_blocks_acceptance_block8_at_best": best_blocks})
     log.info("wrote %s (%.1f MB) after %d steps", out, common.dir_bytes(out) / 1e6, step)
 
