@@ -16,9 +16,11 @@
 # Usage (repository root): OUT=/tmp/out ./tools/train_default_models.sh
 # The decision model trains best without the drafters beside it: processes share the GPU by time slices, and its
 # small kernels then waited behind the drafters' large ones (1,358 steps in 300 s beside two drafters and two other
-# decision variants, 9,798 in 400 s beside one other decision variant). The shipped models of 2026-12-03 came from:
-#   ONLY=drafters DRAFTER_VERSIONS=1 DRAFTER_VARIANTS="l3i384b128=--layers 3 --inter 384 --batch 128"
-#   TOTAL_SECONDS=550 DRAFTER_SECONDS=330 (the v1 drafter of 2026-12-06, trained beside the GPU suite), and
+# decision variants, 9,798 in 400 s beside one other decision variant). The shipped v1 drafter and decision model
+# came from:
+#   ONLY=drafters DRAFTER_VERSIONS=1 DRAFTER_VARIANTS="l3i384s36kd=--layers 3 --inter 384 --batch 128
+#   --sequences 36864 --distill" TOTAL_SECONDS=550 DRAFTER_SECONDS=330 (the v1 drafter of 2026-12-07, trained
+#   beside the GPU suite on an H100; the defaults below have not run with --distill at full size), and
 #   ONLY=decision TOTAL_SECONDS=560 DECISION_SECONDS=370 with the default DECISION_VARIANTS (the decision model of
 #   2026-12-06: variant c7, chosen by hand before the selection's rule was changed to choose it; BENCHMARKS "The
 #   shipped small models", 2026-12-06, night). Probe a candidate through the CPU job (tools/probe_decision.py)
