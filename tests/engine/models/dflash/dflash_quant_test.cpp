@@ -92,10 +92,12 @@ Shipped shipped(const std::string& name) {
   return s;
 }
 
-// Stated bounds on the block logits of a drafter quantized at load against the float one (the same taps):
-// the largest deviation relative to the float logits' spread (max − min over the block), and the share of
-// draft rows whose argmax changes. Measured on the shipped drafters (first eval prompt, block 16): int8 0.34%
-// / 0.36% of the spread and no flips, int4 7.0% / 7.4% and 4 / 1 of 15 rows flipped (v1 / v2).
+// Stated bounds on the block logits of a drafter quantized at load against the float one (the same taps), over
+// one block of 16 from each eval prompt's greedy anchor (8 prompts, 120 draft rows): the largest deviation
+// relative to that block's float logits' spread (max − min), and the share of draft rows whose argmax changes.
+// A flip needs a float top-2 margin under twice the deviation, so flips are near-ties; over one block (15
+// rows) a single near-tie was past a 5% share, hence the 120 rows. Measured on the shipped drafters (v1 / v2):
+// int8 0.56% / 0.43% of the spread and 1 / 0 of 120 rows flipped, int4 10.2% / 7.6% and 19 / 27 rows.
 struct LogitBound {
   Quantization q;
   double spread_share;
@@ -111,58 +113,71 @@ TEST_P(ShippedQuantized, BlockLogitsWithinBoundsOfTheFloatDrafter) {
   auto dcfg = io::load_dflash_config(s.drafter_dir + "/config.json");
   ASSERT_TRUE(dcfg.ok()) << dcfg.error().message();
   auto backend = cpu::make_cpu_backend(0);
-  const std::vector<uint32_t>& prompt = s.prompts[0];
-  const auto capacity = static_cast<uint32_t>(prompt.size() + 17);
+  constexpr uint32_t kBlock = 16;
+  size_t longest = 0;
+  for (const auto& p : s.prompts) longest = std::max(longest, p.size());
+  const auto capacity = static_cast<uint32_t>(longest + kBlock + 1);
   auto target = qwen3::Target::open(*backend, s.target_dir, {dcfg->target_layer_ids, 1, capacity, nullptr});
   ASSERT_TRUE(target.ok()) << target.error().message();
-  std::vector<qwen3::TargetOut> tout;
-  const qwen3::TargetRows rows{0, prompt, qwen3::LogitRows::kLast, {}};
-  ASSERT_TRUE((*target)->forward_fetching_taps({&rows, 1}, tout).ok());
-  const ir::Tensor2& taps = tout[0].taps;
-  const uint32_t anchor = tout[0].ids.id(0, 0);
-
-  auto block = [&](std::optional<Quantization> q) {
+  // The float drafter first, then each format of kBounds.
+  std::vector<std::unique_ptr<Drafter>> drafters;
+  for (size_t i = 0; i <= std::size(kBounds); ++i) {
     DrafterOptions opt{1, capacity, 0, std::nullopt, nullptr};
-    opt.quantization = q;
+    if (i > 0) opt.quantization = kBounds[i - 1].q;
     auto d = Drafter::open(*backend, s.drafter_dir, s.target_dir, opt);
-    EXPECT_TRUE(d.ok()) << d.error().message();
-    std::vector<BlockOut> out;
-    if (!d.ok()) return out;
-    const SettleRows settle{0, taps.data};
-    EXPECT_TRUE((*d)->settle({&settle, 1}).ok());
-    const BlockRows br{0, anchor};
-    EXPECT_TRUE((*d)->draft({&br, 1}, 16, out).ok());
-    return out;
-  };
-  const std::vector<BlockOut> ref = block(std::nullopt);
-  ASSERT_EQ(ref.size(), 1u);
-  const ir::Tensor2& want = ref[0].logits;
-  float lo = want.data[0], hi = want.data[0];
-  for (float x : want.data) lo = std::min(lo, x), hi = std::max(hi, x);
-  for (const LogitBound& b : kBounds) {
-    const std::vector<BlockOut> got = block(b.q);
-    ASSERT_EQ(got.size(), 1u);
-    const ir::Tensor2& g = got[0].logits;
-    ASSERT_EQ(g.data.size(), want.data.size());
-    double worst = 0;
-    uint32_t flips = 0;
-    for (uint32_t r = 0; r < g.rows; ++r) {
-      uint32_t am_g = 0, am_w = 0;
-      for (uint32_t v = 0; v < g.width; ++v) {
-        worst = std::max(worst, static_cast<double>(std::abs(g.at(r, v) - want.at(r, v))));
-        if (g.at(r, v) > g.at(r, am_g)) am_g = v;
-        if (want.at(r, v) > want.at(r, am_w)) am_w = v;
-      }
-      flips += am_g != am_w;
-    }
-    const double share = worst / (hi - lo);
-    RecordProperty(std::string(to_string(b.q)) + "_spread_share", std::to_string(share));
-    std::fprintf(stderr, "%s %s: max |dlogit| %.4f of spread %.3f (%.4f), argmax flips %u of %u\n",
-                 GetParam().c_str(), to_string(b.q), worst, hi - lo, share, flips, g.rows);
-    EXPECT_LE(share, b.spread_share) << to_string(b.q);
-    EXPECT_LE(flips, static_cast<uint32_t>(b.flip_share * g.rows)) << to_string(b.q);
-    EXPECT_GT(worst, 0.0) << to_string(b.q) << ": the quantized drafter computed the float logits exactly";
+    ASSERT_TRUE(d.ok()) << d.error().message();
+    drafters.push_back(std::move(d).value());
   }
+  std::vector<double> worst_share(std::size(kBounds), 0.0);
+  std::vector<uint32_t> flips(std::size(kBounds), 0);
+  uint32_t rows_seen = 0;
+  for (size_t pi = 0; pi < s.prompts.size(); ++pi) {
+    ASSERT_TRUE((*target)->cache().crop(0, 0).ok());
+    std::vector<qwen3::TargetOut> tout;
+    const qwen3::TargetRows rows{0, s.prompts[pi], qwen3::LogitRows::kLast, {}};
+    ASSERT_TRUE((*target)->forward_fetching_taps({&rows, 1}, tout).ok());
+    const SettleRows settle{0, tout[0].taps.data};
+    const BlockRows br{0, tout[0].ids.id(0, 0)};
+    std::vector<ir::Tensor2> logits;
+    for (auto& d : drafters) {
+      ASSERT_TRUE(d->context().crop(0, 0).ok());
+      ASSERT_TRUE(d->settle({&settle, 1}).ok());
+      std::vector<BlockOut> out;
+      ASSERT_TRUE(d->draft({&br, 1}, kBlock, out).ok());
+      ASSERT_EQ(out.size(), 1u);
+      logits.push_back(std::move(out[0].logits));
+    }
+    const ir::Tensor2& want = logits[0];
+    float lo = want.data[0], hi = want.data[0];
+    for (float x : want.data) lo = std::min(lo, x), hi = std::max(hi, x);
+    rows_seen += want.rows;
+    for (size_t bi = 0; bi < std::size(kBounds); ++bi) {
+      const ir::Tensor2& g = logits[bi + 1];
+      ASSERT_EQ(g.data.size(), want.data.size());
+      double worst = 0;
+      for (uint32_t r = 0; r < g.rows; ++r) {
+        uint32_t am_g = 0, am_w = 0;
+        for (uint32_t v = 0; v < g.width; ++v) {
+          worst = std::max(worst, static_cast<double>(std::abs(g.at(r, v) - want.at(r, v))));
+          if (g.at(r, v) > g.at(r, am_g)) am_g = v;
+          if (want.at(r, v) > want.at(r, am_w)) am_w = v;
+        }
+        flips[bi] += am_g != am_w;
+      }
+      EXPECT_GT(worst, 0.0) << to_string(kBounds[bi].q) << ", prompt " << pi
+                            << ": the quantized drafter computed the float logits exactly";
+      worst_share[bi] = std::max(worst_share[bi], worst / (hi - lo));
+    }
+  }
+  for (size_t bi = 0; bi < std::size(kBounds); ++bi) {
+    const LogitBound& b = kBounds[bi];
+    RecordProperty(std::string(to_string(b.q)) + "_spread_share", std::to_string(worst_share[bi]));
+    std::fprintf(stderr, "%s %s: max |dlogit| %.4f of a block's spread, argmax flips %u of %u rows\n",
+                 GetParam().c_str(), to_string(b.q), worst_share[bi], flips[bi], rows_seen);
+    EXPECT_LE(worst_share[bi], b.spread_share) << to_string(b.q);
+    EXPECT_LE(flips[bi], static_cast<uint32_t>(b.flip_share * rows_seen)) << to_string(b.q);
+  }
+  EXPECT_GE(rows_seen, 100u) << "too few draft rows for a share";
 }
 
 TEST_P(ShippedQuantized, SpeculativeOutputEqualsGreedy) {
