@@ -14,6 +14,14 @@ BUILD=${BUILD:-$ROOT/$2}
 export NCCL_NVLS_ENABLE=0             # must stay set on the GPU machine (gpu-machine.md)
 export XDG_CACHE_HOME=$BUILD/cache    # the kernel and GEMM-choice caches live with the build
 START=$(date +%s)
+# GEMM choices of an earlier call (a fresh machine probes and times every decoder shape again, minutes of a
+# call): .gpu-deps/gemm-choices/*.txt, carried by the device call, seed the build's cache; save_gemm_choices
+# copies the cache's files to $OUT to be kept there for the next call.
+if ls "$ROOT"/.gpu-deps/gemm-choices/*.txt > /dev/null 2>&1; then
+  mkdir -p "$XDG_CACHE_HOME/tandem/gemm"
+  cp -n "$ROOT"/.gpu-deps/gemm-choices/*.txt "$XDG_CACHE_HOME/tandem/gemm/"
+fi
+save_gemm_choices() { cp "$XDG_CACHE_HOME"/tandem/gemm/*.txt "$OUT/" 2>/dev/null || true; }
 
 . "$ROOT/tools/job-common.sh"
 elapsed() { echo $(( $(date +%s) - START )); }

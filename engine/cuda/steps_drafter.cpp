@@ -73,7 +73,8 @@ Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& 
     }
     case Dt::kU32: return mismatch("dyn_conv", what + ": ids");
   }
-  s.grid = dim3(element_blocks(c, c.bucket.tokens, x.width));
+  // A block per token row (kernels/dyn_conv.cu), the grid capped (the kernel strides over the rest).
+  s.grid = dim3(std::clamp<unsigned>(c.bucket.tokens, 1, std::max(1u, c.sms) * 32));
   s.block = dim3(kThreads);
   s.args = kernels::DynConvArgs{out.ptr, x.ptr,    d.ptr, base,  c.ix.seq, c.ix.cu, c.ix.n, x.width,
                                 taps,    group,    stage, accumulate ? 1u : 0u};
