@@ -21,14 +21,14 @@ struct L2Prefetch {
   uint64_t min_bytes = uint64_t{1} << 20;  // smaller weights are not worth a launch
 };
 
-// The prefetch of a 16-bit [rows, k] weight split in `slices` K slices: the first budget / (rows · slices)
-// bytes of every slice of every row (where each CTA of the GEMM starts), rounded down to 16.
-Result<KernelStep> l2_prefetch_step(const StepContext& c, const void* w, uint32_t rows, uint32_t k, uint32_t slices,
-                                    uint64_t budget);
+// The prefetch of a weight of `rows` rows of row_bytes, each in `slices` K slices: the first
+// budget / (rows · slices) bytes of every slice of every row (where each CTA of a GEMM starts), rounded down to 16.
+Result<KernelStep> l2_prefetch_step(const StepContext& c, const void* w, uint32_t rows, uint64_t row_bytes,
+                                    uint32_t slices, uint64_t budget);
 
-// `steps` with a side step (KernelStep::side) before every 16-bit cuBLASLt GEMM of a weight of at least
-// p.min_bytes, if the plan takes at most p.max_rows rows: placed right after the weight step before it (so it
-// starts when that one ends), or first.
+// `steps` with a side step (KernelStep::side) before every 16-bit cuBLASLt GEMM and every quantized GEMM of a
+// weight of at least p.min_bytes, if the plan takes at most p.max_rows rows: placed right after the weight step
+// before it (so it starts when that one ends), or first.
 Result<std::vector<Step>> with_l2_prefetches(std::vector<Step> steps, const std::vector<Gemm>& gemms,
                                              const StepContext& c, const L2Prefetch& p);
 

@@ -34,11 +34,14 @@ const std::string kRoot = TANDEM_SOURCE_DIR;
 double tolerance(ir::Precision p) { return p == ir::Precision::kF32 ? 1e-4 : 5e-2; }
 
 std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_codes = false,
-                                          uint32_t whole_k_rows = 0) {
+                                          uint32_t whole_k_rows = 0, uint64_t l2_prefetch_bytes = 0) {
   CudaOptions o;
   o.precision = precision;
   o.qgemm_packed = packed_codes;
   o.qgemm_whole_k_rows = whole_k_rows;
+  o.l2_prefetch_bytes = l2_prefetch_bytes;  // with it, every weight of any size, in plans of any rows
+  o.l2_prefetch_min_bytes = 0;
+  o.l2_prefetch_max_rows = UINT32_MAX;
   auto b = make_cuda_backend(o);
   EXPECT_TRUE(b.ok()) << b.error().message();
   return b.ok() ? std::move(b).value() : nullptr;
@@ -168,6 +171,33 @@ TEST(CudaQuantDrafter, TheWholeKMappingDraftsTheSameBits) {
       for (size_t i = 0; i < want.out.logits.data.size(); ++i) {
         ASSERT_EQ(got.out.logits.data[i], want.out.logits.data[i]) << what << ": logit " << i;
       }
+      ASSERT_EQ(got.out.selector.data, want.out.selector.data) << what << ": selector rows";
+    }
+  }
+}
+
+// The L2 prefetches of the quantized codes (l2_prefetch_impl.h) write nothing: the drafts' bits are the same
+// with them (here a 4 KiB share of every weight, which the emulator checks lies inside its codes) and without.
+TEST(CudaQuantDrafter, L2PrefetchesOfTheCodesDraftTheSameBits) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_dflash_reference(kRoot);
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
+  const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
+  auto plain = cuda_backend(p, true);
+  auto prefetched = cuda_backend(p, true, 0, 4096);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(prefetched, nullptr);
+  for (const json& m : ref["drafters"]) {
+    const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
+    for (Quantization q : {Quantization::kInt8, Quantization::kInt4}) {
+      const json& c = m["cases"][0];
+      const std::string what = fmt::format("{} {} at {}", m["dir"].get<std::string>(), models::dflash::to_string(q),
+                                           ir::to_string(p));
+      const Drafted want = settle_and_draft(*plain, dir, target_dir, c, q);
+      const Drafted got = settle_and_draft(*prefetched, dir, target_dir, c, q);
+      ASSERT_TRUE(want.ok && got.ok) << what;
+      ASSERT_EQ(got.out.logits.data, want.out.logits.data) << what;
       ASSERT_EQ(got.out.selector.data, want.out.selector.data) << what << ": selector rows";
     }
   }
