@@ -145,26 +145,18 @@ TEST(CudaQuantDrafter, CodesInTheTensorCoreLayoutMatchTheCpuBackend) {
   }
 }
 
-// CudaOptions::qgemm_whole_k_rows (TANDEM_CUDA_QGEMM_WHOLE_K_ROWS): buckets of at least that many rows run
-// the tensor-core kernel's whole-K mapping, and the drafts are the sliced mapping's bit for bit.
-TEST(CudaQuantDrafter, TheWholeKMappingDraftsTheSameBits) {
-  TANDEM_REQUIRE_GPU();
-  const json ref = load_dflash_reference(kRoot);
-  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+// Every shipped fixture drafter's first case at int8 and int4 drafts exactly the same logits and selector rows on
+// `got` as on `want` (backends that differ in how they run the codes, not in what they compute).
+void expect_same_drafts(const json& ref, ir::Backend& got_backend, ir::Backend& want_backend, ir::Precision p) {
   const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
-  const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
-  auto sliced = cuda_backend(p, true);
-  auto whole_k = cuda_backend(p, true, 1);
-  ASSERT_NE(sliced, nullptr);
-  ASSERT_NE(whole_k, nullptr);
   for (const json& m : ref["drafters"]) {
     const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
     for (Quantization q : {Quantization::kInt8, Quantization::kInt4}) {
       const json& c = m["cases"][0];
       const std::string what = fmt::format("{} {} at {}", m["dir"].get<std::string>(), models::dflash::to_string(q),
                                            ir::to_string(p));
-      const Drafted want = settle_and_draft(*sliced, dir, target_dir, c, q);
-      const Drafted got = settle_and_draft(*whole_k, dir, target_dir, c, q);
+      const Drafted want = settle_and_draft(want_backend, dir, target_dir, c, q);
+      const Drafted got = settle_and_draft(got_backend, dir, target_dir, c, q);
       ASSERT_TRUE(want.ok && got.ok) << what;
       EXPECT_GT(got.packed_codes, 0u) << what;
       ASSERT_EQ(got.out.logits.data.size(), want.out.logits.data.size()) << what;
@@ -176,31 +168,32 @@ TEST(CudaQuantDrafter, TheWholeKMappingDraftsTheSameBits) {
   }
 }
 
+// CudaOptions::qgemm_whole_k_rows (TANDEM_CUDA_QGEMM_WHOLE_K_ROWS): buckets of at least that many rows run
+// the tensor-core kernel's whole-K mapping, and the drafts are the sliced mapping's bit for bit.
+TEST(CudaQuantDrafter, TheWholeKMappingDraftsTheSameBits) {
+  TANDEM_REQUIRE_GPU();
+  const json ref = load_dflash_reference(kRoot);
+  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
+  const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
+  auto sliced = cuda_backend(p, true);
+  auto whole_k = cuda_backend(p, true, 1);
+  ASSERT_NE(sliced, nullptr);
+  ASSERT_NE(whole_k, nullptr);
+  expect_same_drafts(ref, *whole_k, *sliced, p);
+}
+
 // The L2 prefetches of the quantized codes (l2_prefetch_impl.h) write nothing: the drafts' bits are the same
 // with them (here a 4 KiB share of every weight, which the emulator checks lies inside its codes) and without.
 TEST(CudaQuantDrafter, L2PrefetchesOfTheCodesDraftTheSameBits) {
   TANDEM_REQUIRE_GPU();
   const json ref = load_dflash_reference(kRoot);
   ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
-  const std::string target_dir = kRoot + "/" + ref["target"].get<std::string>();
   const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
   auto plain = cuda_backend(p, true);
   auto prefetched = cuda_backend(p, true, 0, 4096);
   ASSERT_NE(plain, nullptr);
   ASSERT_NE(prefetched, nullptr);
-  for (const json& m : ref["drafters"]) {
-    const std::string dir = kRoot + "/" + m["dir"].get<std::string>();
-    for (Quantization q : {Quantization::kInt8, Quantization::kInt4}) {
-      const json& c = m["cases"][0];
-      const std::string what = fmt::format("{} {} at {}", m["dir"].get<std::string>(), models::dflash::to_string(q),
-                                           ir::to_string(p));
-      const Drafted want = settle_and_draft(*plain, dir, target_dir, c, q);
-      const Drafted got = settle_and_draft(*prefetched, dir, target_dir, c, q);
-      ASSERT_TRUE(want.ok && got.ok) << what;
-      ASSERT_EQ(got.out.logits.data, want.out.logits.data) << what;
-      ASSERT_EQ(got.out.selector.data, want.out.selector.data) << what << ": selector rows";
-    }
-  }
+  expect_same_drafts(ref, *prefetched, *plain, p);
 }
 
 // What quantizing saves on the device: every GEMM module (fc, *_proj, the v2 kernel and selector

@@ -4,6 +4,7 @@
 // a cropped and re-appended cache equal to a fresh prefill, and the limits refused with their names.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <fstream>
 
@@ -230,12 +231,43 @@ TEST_P(CudaTargetTest, ADecodeRowHasItsBitsInsideALargerBatch) {
   EXPECT_EQ(together[1].ids.ids, alone[0].ids.ids);
 }
 
+// A prefill of two sequences and a step after it on a fresh target of `backend` ([0]: prefill, [1]: step),
+// for tests that compare two ways of lowering the same graph bit for bit.
+using PrefillAndStep = std::array<std::vector<TargetOut>, 2>;
+PrefillAndStep prefill_and_step(ir::Backend& backend, const testing::TinyTarget& t) {
+  PrefillAndStep outs;
+  auto target = make_target(backend, t, 4, 96);
+  EXPECT_TRUE(target);
+  if (!target) return outs;
+  testing::Rand r(8);
+  const std::vector<uint32_t> p0 = tokens(r, 29, 96), p1 = tokens(r, 6, 96), s0 = tokens(r, 5, 96),
+                              s1 = tokens(r, 1, 96);
+  const std::vector<TargetRows> prefill = {{1, p0, LogitRows::kAll, {}}, {3, p1, LogitRows::kAll, {}}};
+  const std::vector<TargetRows> step = {{1, s0, LogitRows::kAll, {}}, {3, s1, LogitRows::kAll, {}}};
+  for (int k = 0; k < 2; ++k) {
+    auto st = target->forward_fetching_taps(k == 0 ? prefill : step, outs[k]);
+    EXPECT_TRUE(st.ok()) << st.error().message();
+  }
+  return outs;
+}
+
+void expect_same_bits(const PrefillAndStep& got, const PrefillAndStep& want, const std::string& what) {
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(got[k].size(), want[k].size()) << what;
+    for (size_t i = 0; i < want[k].size(); ++i) {
+      const std::string where = what + ": " + (k == 0 ? "prefill" : "step") + " of sequence " + std::to_string(i);
+      EXPECT_EQ(got[k][i].logits.data, want[k][i].logits.data) << where << " logits";
+      EXPECT_EQ(got[k][i].taps.data, want[k][i].taps.data) << where << " taps";
+    }
+  }
+}
+
 // The one-launch q/k norm, rotation and cache append (CudaOptions::fuse_qkv_prep, kernels/qkv_prep.cu)
 // changes launches, not results: a prefill and a step after it give the same bits with it and without.
 TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {
   TANDEM_REQUIRE_GPU();
   const testing::TinyTarget t = testing::random_target(shape(), 13);
-  std::vector<TargetOut> outs[2][2];  // [fused][prefill, step]
+  PrefillAndStep outs[2];  // [fused]
   auto graph = models::qwen3::build_target_graph(t.cfg, {});
   ASSERT_TRUE(graph.ok()) << graph.error().message();
   const ir::Graph* graphs[] = {&graph.value()};
@@ -265,25 +297,9 @@ TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {
     EXPECT_EQ(prep, fused == 1 ? layers : 0) << "qkv_prep launches, fused " << fused;
     EXPECT_EQ(norm_rope, fused == 1 ? 0 : 2 * layers) << "head_norm_rope launches, fused " << fused;
     EXPECT_EQ(append, fused == 1 ? 0 : layers) << "cache_append launches, fused " << fused;
-    auto target = make_target(**gpu, t, 4, 96);
-    ASSERT_TRUE(target);
-    testing::Rand r(8);
-    const std::vector<uint32_t> p0 = tokens(r, 29, 96), p1 = tokens(r, 6, 96), s0 = tokens(r, 5, 96),
-                                s1 = tokens(r, 1, 96);
-    const std::vector<TargetRows> prefill = {{1, p0, LogitRows::kAll, {}}, {3, p1, LogitRows::kAll, {}}};
-    const std::vector<TargetRows> step = {{1, s0, LogitRows::kAll, {}}, {3, s1, LogitRows::kAll, {}}};
-    for (int k = 0; k < 2; ++k) {
-      auto st = target->forward_fetching_taps(k == 0 ? prefill : step, outs[fused][k]);
-      ASSERT_TRUE(st.ok()) << st.error().message();
-    }
+    outs[fused] = prefill_and_step(**gpu, t);
   }
-  for (int k = 0; k < 2; ++k) {
-    for (size_t i = 0; i < outs[0][k].size(); ++i) {
-      const std::string where = std::string(k == 0 ? "prefill" : "step") + " of sequence " + std::to_string(i);
-      EXPECT_EQ(outs[1][k][i].logits.data, outs[0][k][i].logits.data) << where << " logits";
-      EXPECT_EQ(outs[1][k][i].taps.data, outs[0][k][i].taps.data) << where << " taps";
-    }
-  }
+  expect_same_bits(outs[1], outs[0], "fused against apart");
 }
 
 // The L2 prefetches (CudaOptions::l2_prefetch_bytes, l2_prefetch_impl.h) run beside the steps and write
@@ -293,7 +309,7 @@ TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {
 TEST_P(CudaTargetTest, L2PrefetchesRunBesideTheStepsAndChangeNoBits) {
   TANDEM_REQUIRE_GPU();
   const testing::TinyTarget t = testing::random_target(shape(), 13);
-  std::vector<TargetOut> outs[2][2];  // [prefetch][prefill, step]
+  PrefillAndStep outs[2];  // [prefetch]
   auto graph = models::qwen3::build_target_graph(t.cfg, {});
   ASSERT_TRUE(graph.ok()) << graph.error().message();
   const ir::Graph* graphs[] = {&graph.value()};
@@ -328,26 +344,9 @@ TEST_P(CudaTargetTest, L2PrefetchesRunBesideTheStepsAndChangeNoBits) {
     // FP32 plans have no 16-bit weights to prefetch.
     const size_t want = prefetch == 1 && GetParam() != ir::Precision::kF32 ? gemms : 0;
     EXPECT_EQ(prefetches, want) << "prefetch " << prefetch;
-    auto target = make_target(**gpu, t, 4, 96);
-    ASSERT_TRUE(target);
-    testing::Rand r(8);
-    const std::vector<uint32_t> p0 = tokens(r, 29, 96), p1 = tokens(r, 6, 96), s0 = tokens(r, 5, 96),
-                                s1 = tokens(r, 1, 96);
-    const std::vector<TargetRows> prefill = {{1, p0, LogitRows::kAll, {}}, {3, p1, LogitRows::kAll, {}}};
-    const std::vector<TargetRows> step = {{1, s0, LogitRows::kAll, {}}, {3, s1, LogitRows::kAll, {}}};
-    for (int k = 0; k < 2; ++k) {
-      auto st = target->forward_fetching_taps(k == 0 ? prefill : step, outs[prefetch][k]);
-      ASSERT_TRUE(st.ok()) << st.error().message();
-    }
+    outs[prefetch] = prefill_and_step(**gpu, t);
   }
-  for (int k = 0; k < 2; ++k) {
-    ASSERT_EQ(outs[1][k].size(), outs[0][k].size());
-    for (size_t i = 0; i < outs[0][k].size(); ++i) {
-      const std::string where = std::string(k == 0 ? "prefill" : "step") + " of sequence " + std::to_string(i);
-      EXPECT_EQ(outs[1][k][i].logits.data, outs[0][k][i].logits.data) << where << " logits";
-      EXPECT_EQ(outs[1][k][i].taps.data, outs[0][k][i].taps.data) << where << " taps";
-    }
-  }
+  expect_same_bits(outs[1], outs[0], "with the prefetches against without");
 }
 
 // Appending after a crop (rejected drafts dropped) gives the rows a fresh prefill of the same tokens gives.
