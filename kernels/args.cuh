@@ -411,18 +411,6 @@ struct RejectSampleArgs {
   unsigned columns;
 };
 
-// A weight's prefetch into the L2 (l2_prefetch.cu; engine/cuda/l2_prefetch.cpp schedules them): of a [rows,
-// row_bytes] weight in `slices` K slices of slice_bytes each, the first seg_bytes of every slice of every row,
-// where a GEMM's CTAs start reading. It writes nothing.
-struct L2PrefetchArgs {
-  const void* w;
-  unsigned long long row_bytes;
-  unsigned long long slice_bytes;  // row_bytes / slices, a multiple of 16
-  unsigned rows;
-  unsigned slices;
-  unsigned seg_bytes;  // a multiple of 16, <= slice_bytes
-};
-
 // The decode GEMM (gemm_decode.cu): out[r, :] (= or +=) a[r, :] · wᵀ + bias on the real rows, f16/bf16
 // operands, f32 accumulation. A block of kGemmDecodeWarps warps covers kGemmDecodeRows rows (grid x) and
 // kGemmDecodeWarps / splits tiles of 16 columns (grid y); splits (1, 2, 4 or 8) and slice_chunks (32-wide

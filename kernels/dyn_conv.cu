@@ -1,5 +1,5 @@
-// DFlash 2's grouped dynamic causal convolution (graph.h DynConv, dflash.md §3.2): a block per token row, a
-// thread per column, taps summed in the CPU reference's order (τ = 0 first), rows causal within their own
+// DFlash 2's grouped dynamic causal convolution (graph.h DynConv, dflash.md §3.2): a thread per element (columns
+// over grid x, rows over grid y), taps summed in the CPU reference's order (τ = 0 first), rows causal within their own
 // sequence.
 #include "prelude.cuh"
 
@@ -9,28 +9,27 @@ namespace {
 
 template <class In, class Out>
 __device__ __forceinline__ void dyn_conv(const DynConvArgs& a) {
-  // A block per row (grid-striding over rows), its threads over the columns: the row's sequence offset is read
-  // once a row, and no thread divides a 64-bit element index (the flat form spent most of its time there).
+  // One thread per element: the columns over grid x, the rows over grid y (striding past 65,535), so no thread
+  // divides a 64-bit element index (the flat form did, for every element) and every row's sequence offset is
+  // read by the threads of that row only.
   const unsigned tokens = real_rows(a.n, kRowsTokens);
+  const unsigned c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= a.width) return;
   const unsigned groups = a.width / a.group;
   const In* x = static_cast<const In*>(a.x);
-  for (unsigned row = blockIdx.x; row < tokens; row += gridDim.x) {
+  for (unsigned row = blockIdx.y; row < tokens; row += gridDim.y) {
     // INVARIANT: row < the real tokens, so seq[row] is its sequence and cu[seq] <= row; d rows are
     // 2·taps·groups wide and base is [2, taps, width] (lowering checked both), x and out do not alias.
     const unsigned t = row - a.cu[a.seq[row]];
-    const unsigned taps = t + 1 < a.taps ? t + 1 : a.taps;  // rows before the sequence's first read zero
     const In* d = static_cast<const In*>(a.d) + static_cast<unsigned long long>(row) * 2 * a.taps * groups;
-    Out* o = static_cast<Out*>(a.out) + static_cast<unsigned long long>(row) * a.width;
-    for (unsigned c = threadIdx.x; c < a.width; c += blockDim.x) {
-      float y = 0.0f;
-      for (unsigned tau = 0; tau < taps; ++tau) {  // the CPU reference's order: τ = 0 first
-        const unsigned k = a.stage * a.taps + tau;
-        const float coef =
-            a.base[static_cast<unsigned long long>(k) * a.width + c] + to_f32(d[k * groups + c / a.group]);
-        y += coef * to_f32(x[static_cast<unsigned long long>(row - tau) * a.width + c]);
-      }
-      store(o + c, a.accumulate != 0u ? to_f32(o[c]) + y : y);
+    float y = 0.0f;
+    for (unsigned tau = 0; tau < a.taps && tau <= t; ++tau) {  // the CPU reference's order: τ = 0 first
+      const unsigned k = a.stage * a.taps + tau;
+      const float coef = a.base[static_cast<unsigned long long>(k) * a.width + c] + to_f32(d[k * groups + c / a.group]);
+      y += coef * to_f32(x[static_cast<unsigned long long>(row - tau) * a.width + c]);
     }
+    Out* o = static_cast<Out*>(a.out) + static_cast<unsigned long long>(row) * a.width + c;
+    store(o, a.accumulate != 0u ? to_f32(*o) + y : y);
   }
 }
 

@@ -41,5 +41,4 @@ set(TANDEM_KERNEL_FILES
   ${CMAKE_CURRENT_LIST_DIR}/qgemm_tc_whole_k.cu
   ${CMAKE_CURRENT_LIST_DIR}/selector_walk.cu
   ${CMAKE_CURRENT_LIST_DIR}/reject_sample.cu
-  ${CMAKE_CURRENT_LIST_DIR}/l2_prefetch.cu
 )

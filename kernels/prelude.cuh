@@ -49,18 +49,6 @@ TK_DEV void allow_dependents() {
 #endif
 }
 
-// Asks the memory system to bring [p, p + bytes) into the L2 and returns at once (no register or shared memory
-// holds it; nothing waits for it). sm_90: one bulk prefetch through the TMA unit; before it, one prefetch a line.
-// p and bytes are multiples of 16.
-TK_DEV void prefetch_l2(const void* p, unsigned bytes) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
-  const char* c = static_cast<const char*>(p);
-  for (unsigned o = 0; o < bytes; o += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
-#endif
-}
-
 TK_DEV float fast_exp(float x) { return __expf(x); }
 TK_DEV float neg_inf() { return __int_as_float(0xff800000); }
 TK_DEV float bits_float(unsigned u) { return __uint_as_float(u); }

@@ -49,8 +49,8 @@ for v in ${SPEC_VARIANTS:-}; do
   name=${v%%:*}
   envs=${v#*:}
   # shellcheck disable=SC2086
-  env $envs timeout "${VARIANT_TIMEOUT:-150}" "$BUILD/bench/cuda_spec_bench" ${SPEC_ARGS:-} --json "$OUT/spec-$name.json" \
-    > /dev/null 2> "$OUT/spec-$name.log"
+  env $envs timeout "${VARIANT_TIMEOUT:-150}" "$BUILD/bench/cuda_spec_bench" ${SPEC_ARGS:-} \
+    --json "$OUT/spec-$name.json" > /dev/null 2> "$OUT/spec-$name.log"
   say "spec variant $name ($envs) rc $?"
 done
 save_gemm_choices

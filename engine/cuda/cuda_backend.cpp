@@ -59,10 +59,6 @@ Status apply_environment(CudaOptions& o) {
   if (split_ctas) o.decoder_split_ctas = *split_ctas;
   TANDEM_ASSIGN(const auto whole_k, env_count("TANDEM_CUDA_QGEMM_WHOLE_K_ROWS", UINT32_MAX, "a row count (0: never)"));
   if (whole_k) o.qgemm_whole_k_rows = *whole_k;
-  TANDEM_ASSIGN(const auto prefetch_mb, env_count("TANDEM_CUDA_L2_PREFETCH_MB", 4096, "0..4096 MiB (0: off)"));
-  if (prefetch_mb) o.l2_prefetch_bytes = uint64_t{*prefetch_mb} << 20;
-  TANDEM_ASSIGN(const auto prefetch_rows, env_count("TANDEM_CUDA_L2_PREFETCH_ROWS", UINT32_MAX, "a row count"));
-  if (prefetch_rows) o.l2_prefetch_max_rows = *prefetch_rows;
   if (const char* v = std::getenv("TANDEM_CUDA_ATTENTION"); v != nullptr && *v != '\0') {
     auto a = parse_cuda_attention(v);
     if (!a.ok()) return std::move(a).error().context("TANDEM_CUDA_ATTENTION");
@@ -96,7 +92,7 @@ class CudaBackend final : public ir::Backend {
     const bool profiled = std::getenv("CUDA_INJECTION64_PATH") != nullptr;
     b->algos_->set_profiled(profiled);
     log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}, "
-              "decode GEMM {}, stream GEMM {}{}, q/k/v prep {}, L2 prefetch {}): {}{}",
+              "decode GEMM {}, stream GEMM {}{}, q/k/v prep {}): {}{}",
               b->device_->info().describe(), ir::to_string(options.precision), options.graphs ? "on" : "off",
               options.gemm_probe ? "on" : "off",
               !options.gemm_probe || !options.gemm_timed ? ""
@@ -105,11 +101,7 @@ class CudaBackend final : public ir::Backend {
               to_string(options.attention),
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
               options.decode_gemm ? "on" : "off", options.stream_gemm ? "on" : "off",
-              options.stream_gemm && options.overlap_launches ? " (overlapped launches)" : "", options.fuse_qkv_prep ? "fused" : "apart",
-              options.l2_prefetch_bytes == 0 ? std::string("off")
-                                             : fmt::format("{} a GEMM up to {} rows", byte_string(options.l2_prefetch_bytes),
-                                                           options.l2_prefetch_max_rows),
-              b->modules_->summary(),
+              options.stream_gemm && options.overlap_launches ? " (overlapped launches)" : "", options.fuse_qkv_prep ? "fused" : "apart", b->modules_->summary(),
               remembered);
     return std::unique_ptr<ir::Backend>(std::move(b));
   }
@@ -148,7 +140,6 @@ class CudaBackend final : public ir::Backend {
     po.stream_gemm = options_.stream_gemm;
     po.overlap_launches = options_.overlap_launches && device_->info().cc_major >= 9;
     po.qgemm_whole_k_rows = options_.qgemm_whole_k_rows;
-    po.l2_prefetch = L2Prefetch{options_.l2_prefetch_bytes, options_.l2_prefetch_max_rows, options_.l2_prefetch_min_bytes};
     const Device::Lowering lowering(*device_);
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));
     algos_->save_choices();

@@ -81,12 +81,6 @@ struct CudaOptions {
   // tile); the same bits as the sliced mapping. 0 (the default until timed: PERF_NOTES "The quantized GEMM for
   // many rows"): never. TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=N.
   uint32_t qgemm_whole_k_rows = 0;
-  // Decoder plans of at most l2_prefetch_max_rows token rows bring up to l2_prefetch_bytes of each GEMM's weight
-  // into the L2 on a side stream while the kernels before the GEMM run (l2_prefetch_impl.h; the same bits).
-  // TANDEM_CUDA_L2_PREFETCH_MB=N (0: off), TANDEM_CUDA_L2_PREFETCH_ROWS=N.
-  uint64_t l2_prefetch_bytes = 0;
-  uint32_t l2_prefetch_max_rows = 64;
-  uint64_t l2_prefetch_min_bytes = uint64_t{1} << 20;  // smaller weights are not worth a launch (tests lower it)
 };
 
 Result<std::unique_ptr<ir::Backend>> make_cuda_backend(const CudaOptions& options);

@@ -38,9 +38,6 @@ Result<std::unique_ptr<Device>> Device::open(int index) {
   TANDEM_CUDA_CHECK(cudaDriverGetVersion(&d->info_.driver_version));
   TANDEM_CUDA_CHECK(cudaRuntimeGetVersion(&d->info_.runtime_version));
   TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking));
-  TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&d->side_, cudaStreamNonBlocking));
-  TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&d->fork_, cudaEventDisableTiming));
-  TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&d->join_, cudaEventDisableTiming));
   TANDEM_CUBLASLT_CHECK(cublasLtCreate(&d->lt_));
   TANDEM_ASSIGN(d->workspace_, DeviceBuffer::make(kLtWorkspaceBytes, "the cuBLASLt workspace"));
   return d;
@@ -50,12 +47,8 @@ Device::~Device() {
   // Teardown after a device fault still releases what it can; errors have no one to go to here.
   (void)cudaSetDevice(info_.index);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
-  if (side_ != nullptr) (void)cudaStreamSynchronize(side_);
   if (lt_ != nullptr) (void)cublasLtDestroy(lt_);
   workspace_ = DeviceBuffer();
-  if (fork_ != nullptr) (void)cudaEventDestroy(fork_);
-  if (join_ != nullptr) (void)cudaEventDestroy(join_);
-  if (side_ != nullptr) (void)cudaStreamDestroy(side_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
 

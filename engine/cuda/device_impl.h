@@ -47,11 +47,6 @@ class Device {
   Status activate() const;
   const DeviceInfo& info() const { return info_; }
   cudaStream_t stream() const { return stream_; }
-  // A second stream for work beside the main one that writes nothing a step reads (the L2 prefetches of
-  // l2_prefetch.cpp): a plan forks it from the main stream and joins it back through the two events.
-  cudaStream_t side_stream() const { return side_; }
-  cudaEvent_t fork_event() const { return fork_; }
-  cudaEvent_t join_event() const { return join_; }
   cublasLtHandle_t lt() const { return lt_; }
   void* workspace() const { return workspace_.data(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }
@@ -85,8 +80,6 @@ class Device {
   Device() = default;
   DeviceInfo info_;
   cudaStream_t stream_ = nullptr;
-  cudaStream_t side_ = nullptr;
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;  // without timing: they order streams, nothing else
   cublasLtHandle_t lt_ = nullptr;
   DeviceBuffer workspace_;
   mutable D2hCount d2h_;

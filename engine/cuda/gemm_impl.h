@@ -172,7 +172,6 @@ class Gemm {
   Status run(const Device& device, void* workspace, size_t workspace_bytes) const;
   const GemmShape& shape() const { return shape_; }
   uint32_t m() const { return m_; }
-  const void* weight() const { return ops_.w; }
   int rank() const { return rank_; }      // the reference's place in the kRankedRows ranking
   int faster() const { return faster_; }  // the place in the m ranking of the bit-identical one used, or -1
   const cublasLtMatmulAlgo_t& algo() const { return algo_; }            // the one it runs

@@ -120,8 +120,7 @@
   X(qgemm_tc_whole_k_f32_bf16, QGemmTcArgs, "qgemm_tc_whole_k.cu")          \
   X(selector_walk_f32_u32, SelectorWalkArgs, "selector_walk.cu")                       \
   X(reject_sample_f32_u32, RejectSampleArgs, "reject_sample.cu")                        \
-  X(reject_commit_u32, RejectSampleArgs, "reject_sample.cu")                            \
-  X(l2_prefetch, L2PrefetchArgs, "l2_prefetch.cu")
+  X(reject_commit_u32, RejectSampleArgs, "reject_sample.cu")
 
 namespace tandem::cuda {
 
@@ -145,7 +144,7 @@ using KernelArgs = std::variant<kernels::EmbedArgs, kernels::LayerNormArgs, kern
                                 kernels::TapArgs, kernels::CacheAppendArgs, kernels::CacheAttentionArgs, kernels::ArgmaxArgs,
                                 kernels::TopKArgs, kernels::SampleArgs, kernels::InputArgs, kernels::DynConvArgs,
                                 kernels::GemmDecodeArgs, kernels::GemmStreamArgs, kernels::QGemmArgs, kernels::QGemmTcArgs,
-                                kernels::SelectorWalkArgs, kernels::RejectSampleArgs, kernels::L2PrefetchArgs>;
+                                kernels::SelectorWalkArgs, kernels::RejectSampleArgs>;
 
 struct KernelInfo {
   const char* entry;

@@ -762,13 +762,6 @@ Status Lowering::run() {
     plan_.outputs_.push_back({l.ptr, host, l.rows, l.width, o.placement, storage});
     if (o.placement == ir::Placement::kHost) host += size_t{bucket_.rows(l.rows)} * l.width;
   }
-  if (decoder()) {
-    TANDEM_ASSIGN(plan_.steps_, with_l2_prefetches(std::move(plan_.steps_), plan_.gemms_, ctx_,
-                                                   plan_.options_.l2_prefetch));
-  }
-  for (const Step& s : plan_.steps_) {
-    if (const auto* k = std::get_if<KernelStep>(&s); k != nullptr && k->side) plan_.has_side_ = true;
-  }
   TANDEM_TRY(validate_launches());
   if (plan_.options_.graphs) TANDEM_TRY(plan_.capture());
   return {};

@@ -32,13 +32,7 @@ size_t CudaPlan::tier_for(uint32_t tokens) const {
 }
 
 Status CudaPlan::run_step(const Step& step, size_t tier, cudaStream_t stream) const {
-  if (const auto* k = std::get_if<KernelStep>(&step)) {
-    if (!k->side) return launch(*modules_, *k, stream);
-    // The fork: the side stream waits for what the main stream has queued so far, then runs the step.
-    TANDEM_CUDA_CHECK(cudaEventRecord(device_->fork_event(), stream));
-    TANDEM_CUDA_CHECK(cudaStreamWaitEvent(device_->side_stream(), device_->fork_event(), 0));
-    return launch(*modules_, *k, device_->side_stream());
-  }
+  if (const auto* k = std::get_if<KernelStep>(&step)) return launch(*modules_, *k, stream);
   const auto& g = std::get<GemmStep>(step);
   auto r = gemms_[g.at(tier)].run(*device_);
   if (!r.ok()) return std::move(r).error().context(g.label);
@@ -121,13 +115,6 @@ Status CudaPlan::check_batch(const ir::Batch& batch, const CudaState* state) con
   return {};
 }
 
-Status CudaPlan::join_side(cudaStream_t stream) const {
-  if (!has_side_) return {};
-  TANDEM_CUDA_CHECK(cudaEventRecord(device_->join_event(), device_->side_stream()));
-  TANDEM_CUDA_CHECK(cudaStreamWaitEvent(stream, device_->join_event(), 0));
-  return {};
-}
-
 Status CudaPlan::enqueue(bool sync_each, size_t tier) const {
   const cudaStream_t s = device_->stream();
   // INVARIANT: host and device index buffers both hold index_.words u32 (lowering), and every later
@@ -137,12 +124,10 @@ Status CudaPlan::enqueue(bool sync_each, size_t tier) const {
   for (const Step& step : steps_) {
     TANDEM_TRY(run_step(step, tier, s));
     if (sync_each) {
-      const auto* k = std::get_if<KernelStep>(&step);
-      const cudaError_t e = cudaStreamSynchronize(k != nullptr && k->side ? device_->side_stream() : s);
+      const cudaError_t e = cudaStreamSynchronize(s);
       if (e != cudaSuccess) return cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__).context(step_label(step));
     }
   }
-  TANDEM_TRY(join_side(s));
   for (const OutputCopy& o : outputs_) {
     if (o.placement == ir::Placement::kDevice) continue;  // left where the run wrote it
     const size_t n = size_t{bucket_.rows(o.rows)} * o.width;

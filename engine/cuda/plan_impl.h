@@ -15,7 +15,6 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/gemm_impl.h"
 #include "engine/cuda/index_impl.h"
-#include "engine/cuda/l2_prefetch_impl.h"
 #include "engine/cuda/modules_impl.h"
 #include "engine/cuda/state_impl.h"
 #include "engine/cuda/steps_impl.h"
@@ -33,7 +32,6 @@ struct PlanOptions {
   uint32_t split_ctas = 0;     // decoder_gemm_splits' target (0: its fixed rule)
   bool stream_gemm = false;    // decoder GEMMs of up to 16 rows on gemm_stream.cu where a probe shows cuBLASLt's bits
   bool overlap_launches = true;  // streaming GEMMs launched to prefetch weights while the kernel ahead runs
-  L2Prefetch l2_prefetch;        // decoder GEMMs' weights prefetched into the L2 (l2_prefetch_impl.h)
   uint32_t qgemm_whole_k_rows = 0;  // quantized GEMMs of buckets of at least this many rows go whole-K; 0: none
 };
 
@@ -86,8 +84,6 @@ class CudaPlan final : public ir::Plan {
   void count_host_outputs() const;
   Status capture();
   Status run_step(const Step& step, size_t tier, cudaStream_t stream) const;
-  // Makes `stream` wait for the side stream's steps (KernelStep::side), if the plan has any.
-  Status join_side(cudaStream_t stream) const;
   Status enqueue_timed(size_t tier, const std::vector<cudaEvent_t>& events, bool external) const;
 
   const Device* device_ = nullptr;
@@ -105,7 +101,6 @@ class CudaPlan final : public ir::Plan {
   PinnedBuffer features_host_;
   std::vector<Gemm> gemms_;
   std::vector<Step> steps_;
-  bool has_side_ = false;  // a step runs on the side stream
   std::vector<uint32_t> tiers_{0};
   struct OutputCopy {
     const void* src = nullptr;  // in the arena

@@ -29,13 +29,12 @@ Status CudaPlan::enqueue_timed(size_t tier, const std::vector<cudaEvent_t>& even
     TANDEM_TRY(run_step(steps_[i], tier, s));
     TANDEM_CUDA_CHECK(cudaEventRecordWithFlags(events[i + 1], s, flags));
   }
-  return join_side(s);
+  return {};
 }
 
 std::string step_category(const std::string& label) {
   if (label.find("(bias and activation)") != std::string::npos) return "bias_act";
   if (label.find("(FP16 copy") != std::string::npos) return "cast";
-  if (label.find("(L2 prefetch)") != std::string::npos) return "l2_prefetch";
   // "op 12 layer_norm 'enc.3.mlp_in'": the op name is the third word.
   const size_t a = label.find(' ', 3);
   if (a == std::string::npos) return label;

@@ -73,8 +73,9 @@ Result<KernelStep> dyn_conv_step(const StepContext& c, const Loc& x, const Loc& 
     }
     case Dt::kU32: return mismatch("dyn_conv", what + ": ids");
   }
-  // A block per token row (kernels/dyn_conv.cu), the grid capped (the kernel strides over the rest).
-  s.grid = dim3(std::clamp<unsigned>(c.bucket.tokens, 1, std::max(1u, c.sms) * 32));
+  // A thread per element (kernels/dyn_conv.cu): columns over grid x, rows over grid y (the kernel strides past its
+  // 65,535 limit).
+  s.grid = dim3((x.width + kThreads - 1) / kThreads, std::clamp<unsigned>(c.bucket.tokens, 1, 65535));
   s.block = dim3(kThreads);
   s.args = kernels::DynConvArgs{out.ptr, x.ptr,    d.ptr, base,  c.ix.seq, c.ix.cu, c.ix.n, x.width,
                                 taps,    group,    stage, accumulate ? 1u : 0u};

@@ -42,9 +42,6 @@ struct KernelStep {
   // Launched with programmatic dependent launch: it may start while the kernel ahead runs, and waits for it
   // inside (kernels/prelude.cuh wait_prior_grids) before touching anything that kernel writes or reads.
   bool overlap_prior = false;
-  // Runs on the device's side stream, forked from the main stream where the step stands (after the steps
-  // before it) and joined back at the plan's end: work that writes nothing a step reads (l2_prefetch.cpp).
-  bool side = false;
 };
 struct GemmStep {
   std::vector<size_t> gemm;  // into the plan's GEMM list: one per row tier, or one for every tier

@@ -34,14 +34,11 @@ const std::string kRoot = TANDEM_SOURCE_DIR;
 double tolerance(ir::Precision p) { return p == ir::Precision::kF32 ? 1e-4 : 5e-2; }
 
 std::unique_ptr<ir::Backend> cuda_backend(ir::Precision precision, bool packed_codes = false,
-                                          uint32_t whole_k_rows = 0, uint64_t l2_prefetch_bytes = 0) {
+                                          uint32_t whole_k_rows = 0) {
   CudaOptions o;
   o.precision = precision;
   o.qgemm_packed = packed_codes;
   o.qgemm_whole_k_rows = whole_k_rows;
-  o.l2_prefetch_bytes = l2_prefetch_bytes;  // with it, every weight of any size, in plans of any rows
-  o.l2_prefetch_min_bytes = 0;
-  o.l2_prefetch_max_rows = UINT32_MAX;
   auto b = make_cuda_backend(o);
   EXPECT_TRUE(b.ok()) << b.error().message();
   return b.ok() ? std::move(b).value() : nullptr;
@@ -180,20 +177,6 @@ TEST(CudaQuantDrafter, TheWholeKMappingDraftsTheSameBits) {
   ASSERT_NE(sliced, nullptr);
   ASSERT_NE(whole_k, nullptr);
   expect_same_drafts(ref, *whole_k, *sliced, p);
-}
-
-// The L2 prefetches of the quantized codes (l2_prefetch_impl.h) write nothing: the drafts' bits are the same
-// with them (here a 4 KiB share of every weight, which the emulator checks lies inside its codes) and without.
-TEST(CudaQuantDrafter, L2PrefetchesOfTheCodesDraftTheSameBits) {
-  TANDEM_REQUIRE_GPU();
-  const json ref = load_dflash_reference(kRoot);
-  ASSERT_TRUE(ref.is_object() && ref.contains("drafters"));
-  const ir::Precision p = emulated() ? ir::Precision::kF32 : ir::Precision::kBF16;
-  auto plain = cuda_backend(p, true);
-  auto prefetched = cuda_backend(p, true, 0, 4096);
-  ASSERT_NE(plain, nullptr);
-  ASSERT_NE(prefetched, nullptr);
-  expect_same_drafts(ref, *prefetched, *plain, p);
 }
 
 // What quantizing saves on the device: every GEMM module (fc, *_proj, the v2 kernel and selector

@@ -302,53 +302,6 @@ TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {
   expect_same_bits(outs[1], outs[0], "fused against apart");
 }
 
-// The L2 prefetches (CudaOptions::l2_prefetch_bytes, l2_prefetch_impl.h) run beside the steps and write
-// nothing: a plan with them has one before each GEMM, forked right after the weight step ahead of it, and a
-// prefill and a step after it give the same bits with them and without (graphs on, so the fork and the join
-// are captured; the emulator checks each prefetched range lies inside its weight).
-TEST_P(CudaTargetTest, L2PrefetchesRunBesideTheStepsAndChangeNoBits) {
-  TANDEM_REQUIRE_GPU();
-  const testing::TinyTarget t = testing::random_target(shape(), 13);
-  PrefillAndStep outs[2];  // [prefetch]
-  auto graph = models::qwen3::build_target_graph(t.cfg, {});
-  ASSERT_TRUE(graph.ok()) << graph.error().message();
-  const ir::Graph* graphs[] = {&graph.value()};
-  for (int prefetch = 0; prefetch < 2; ++prefetch) {
-    CudaOptions o;
-    o.precision = GetParam();
-    o.l2_prefetch_bytes = prefetch == 1 ? 4096 : 0;
-    o.l2_prefetch_max_rows = 1024;
-    o.l2_prefetch_min_bytes = 0;
-    auto gpu = make_cuda_backend(o);
-    ASSERT_TRUE(gpu.ok()) << gpu.error().message();
-    auto weights = (*gpu)->upload(*t.weights, graphs);
-    ASSERT_TRUE(weights.ok()) << weights.error().message();
-    auto plan = (*gpu)->lower(**weights, *graph, ir::Bucket{8, 2, 8});
-    ASSERT_TRUE(plan.ok()) << plan.error().message();
-    const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
-    ASSERT_NE(cp, nullptr);
-    size_t gemms = 0, prefetches = 0;
-    const std::vector<Step>& steps = cp->steps();
-    for (size_t i = 0; i < steps.size(); ++i) {
-      if (std::holds_alternative<GemmStep>(steps[i])) ++gemms;
-      const auto* k = std::get_if<KernelStep>(&steps[i]);
-      if (k == nullptr || k->id != KernelId::l2_prefetch) continue;
-      ++prefetches;
-      EXPECT_TRUE(k->side) << k->label;
-      // Forked where the GEMM ahead ended: right after a GEMM, or first, and always before its own GEMM.
-      EXPECT_TRUE(i == 0 || std::holds_alternative<GemmStep>(steps[i - 1])) << k->label << " at step " << i;
-      ASSERT_LT(i + 1, steps.size());
-      EXPECT_NE(k->label.find("(L2 prefetch)"), std::string::npos) << k->label;
-    }
-    EXPECT_GT(gemms, 0u);
-    // FP32 plans have no 16-bit weights to prefetch.
-    const size_t want = prefetch == 1 && GetParam() != ir::Precision::kF32 ? gemms : 0;
-    EXPECT_EQ(prefetches, want) << "prefetch " << prefetch;
-    outs[prefetch] = prefill_and_step(**gpu, t);
-  }
-  expect_same_bits(outs[1], outs[0], "with the prefetches against without");
-}
-
 // Appending after a crop (rejected drafts dropped) gives the rows a fresh prefill of the same tokens gives.
 TEST_P(CudaTargetTest, CropAndAppendEqualAFreshPrefill) {
   TANDEM_REQUIRE_GPU();

@@ -43,9 +43,6 @@ inline float shfl(float v, int lane) { return ::tandem::emu::warp_read<float>(v,
 // The emulator runs one kernel after another: nothing to wait for, nobody to let in early.
 inline void wait_prior_grids() {}
 inline void allow_dependents() {}
-// A prefetch has no effect the emulator could show; it checks the range is one device allocation (the
-// hardware would not fault, but a range past its weight is a scheduling bug).
-inline void prefetch_l2(const void* p, unsigned bytes) { ::tandem::emu::assert_device_range(p, bytes, __FILE__, __LINE__); }
 inline float fast_exp(float x) { return std::exp(x); }
 inline float neg_inf() { return -HUGE_VALF; }
 // The host build never fuses (x86-64 without -mfma), so plain operators round once each.

@@ -17,17 +17,9 @@
 
 #include "emu_internal.h"
 
-struct CUevent_st;
 struct CUstream_st {
   bool capturing = false;
   std::vector<std::function<void()>>* graph = nullptr;
-  // A stream that joined another's capture by waiting on an event recorded there (a fork) writes into that
-  // graph; the capture may end only once the origin has waited on the fork's last work (its join).
-  CUstream_st* origin = nullptr;
-  std::vector<CUstream_st*> forks;  // of an origin
-  CUevent_st* last_record = nullptr;
-  bool dirty = false;   // work enqueued since last_record
-  bool joined = false;  // the origin waited on last_record with nothing after it
 };
 struct CUgraph_st {
   std::vector<std::function<void()>> ops;
@@ -37,7 +29,6 @@ struct CUgraphExec_st {
 };
 struct CUevent_st {
   std::chrono::steady_clock::time_point at;
-  CUstream_st* captured_by = nullptr;  // recorded inside a capture: a wait on it joins that capture
 };
 struct CUlib_st {
   int unused = 0;
@@ -121,8 +112,6 @@ DeviceScope::~DeviceScope() { --g_depth; }
 void enqueue(cudaStream_t stream, std::function<void()> op) {
   CUstream_st* s = stream_of(stream);
   if (s->capturing) {
-    s->dirty = true;
-    s->joined = false;
     s->graph->push_back(std::move(op));
   } else {
     op();
@@ -366,22 +355,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   tandem::emu::DeviceScope scope;
   CUstream_st* s = tandem::emu::stream_of(stream);
-  if (!s->capturing || s->origin != nullptr) return fail(cudaErrorIllegalState);
-  bool unjoined = false;
-  for (CUstream_st* f : s->forks) {
-    unjoined = unjoined || !f->joined;
-    f->capturing = false;
-    f->graph = nullptr;
-    f->origin = nullptr;
-  }
-  s->forks.clear();
-  if (unjoined) {  // as CUDA does, the capture is invalidated
-    delete s->graph;
-    s->graph = nullptr;
-    s->capturing = false;
-    *graph = nullptr;
-    return fail(cudaErrorStreamCaptureUnjoined);
-  }
+  if (!s->capturing) return fail(cudaErrorIllegalState);
   *graph = new CUgraph_st{std::move(*s->graph)};
   delete s->graph;
   s->graph = nullptr;
@@ -422,30 +396,6 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
-
-// Work runs as it is queued, so outside a capture there is nothing to wait for. Inside one, a stream that
-// waits on an event recorded in the capture joins it (a fork), and the origin waiting on a fork's last record
-// is the join that lets the capture end.
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
-  tandem::emu::DeviceScope scope;
-  CUstream_st* s = tandem::emu::stream_of(stream);
-  CUstream_st* by = event->captured_by;
-  if (by == nullptr || !by->capturing) return cudaSuccess;
-  CUstream_st* origin = by->origin != nullptr ? by->origin : by;
-  if (!s->capturing) {
-    s->capturing = true;
-    s->graph = origin->graph;
-    s->origin = origin;
-    s->dirty = false;
-    s->joined = false;
-    origin->forks.push_back(s);
-  } else if (by != s && by->origin == s && by->last_record == event && !by->dirty) {
-    by->joined = true;
-  }
-  return cudaSuccess;
-}
-
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   tandem::emu::DeviceScope scope;
   delete event;
@@ -454,16 +404,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   tandem::emu::DeviceScope scope;
-  CUstream_st* s = tandem::emu::stream_of(stream);
-  if (s->capturing) {  // a dependency of the capture, not a node: what waits on it joins the capture
-    event->captured_by = s;
-    s->last_record = event;
-    s->dirty = false;
-    s->joined = false;
-    return cudaSuccess;
-  }
-  event->captured_by = nullptr;
-  event->at = std::chrono::steady_clock::now();
+  tandem::emu::enqueue(stream, [event] { event->at = std::chrono::steady_clock::now(); });
   return cudaSuccess;
 }
 

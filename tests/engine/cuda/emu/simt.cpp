@@ -353,14 +353,6 @@ void assert_aligned(const void* p, unsigned bytes, const char* file, int line) {
   std::abort();
 }
 
-void assert_device_range(const void* p, unsigned bytes, const char* file, int line) {
-  assert_aligned(p, 16, file, line);
-  if (bytes % 16 == 0 && device_readable(p, bytes)) return;
-  std::fprintf(stderr, "SIMT emulator: kernel %s: %u bytes at %p are not a multiple of 16 inside one device "
-               "allocation (%s:%d)\n", g_block != nullptr ? g_block->name : "?", bytes, p, file, line);
-  std::abort();
-}
-
 namespace {
 
 // d += A · B over the warp's fragments, their 16-bit halves widened by `widen`.

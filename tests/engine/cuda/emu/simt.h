@@ -68,10 +68,6 @@ unsigned char* dynamic_shared();
 // Aborts, naming the kernel and the source line, when p is not a multiple of `bytes`.
 void assert_aligned(const void* p, unsigned bytes, const char* file, int line);
 
-// Aborts, naming the kernel and the source line, when [p, p + bytes) is not inside one live device
-// allocation or p and bytes are not multiples of 16 (a bulk copy's or prefetch's rule).
-void assert_device_range(const void* p, unsigned bytes, const char* file, int line);
-
 using Invoke = void (*)(void* args);
 // Runs `invoke(args)` as every thread of every block of the grid, with `shared` bytes of dynamic shared
 // memory per block.
