@@ -14,7 +14,7 @@
 # with overlap >= 1.25x the generator at concurrency 1, never slower at 32.
 #   OUT=/tmp/out STEP=split tools/gpu-two-gpus.sh
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 STEP=${STEP:?"STEP=generator|split|split-no-overlap|split-extra|scorers"}
 export NCCL_NVLS_ENABLE=0
 WORK=${WORK:-$PWD/build-serve/work}
