@@ -35,24 +35,24 @@ if [ -z "${NO_STUDY:-}" ]; then
   timeout 150 "$BUILD/bench/cuda_gemm_study" --rows "${STUDY_ROWS:-1,16,128,512}" --reps 20 ${STUDY_ARGS:-} > "$OUT/gemm-study.json" 2> "$OUT/gemm-study.log"
   say "gemm study rc $?"
 fi
-for v in $VARIANTS; do
-  [ "$(elapsed)" -gt "${BUDGET_S:-480}" ] && { say "out of time: $v not run"; continue; }
-  name=${v%%:*}
-  envs=${v#*:}
-  # shellcheck disable=SC2086
-  env $envs timeout "${VARIANT_TIMEOUT:-150}" "$BUILD/bench/cuda_decoder_bench" --decode-only --json "$OUT/decoder-$name.json" \
-    > /dev/null 2> "$OUT/decoder-$name.log"
-  say "decoder variant $name ($envs) rc $?"
-done
-for v in ${SPEC_VARIANTS:-}; do
-  [ "$(elapsed)" -gt "${BUDGET_S:-480}" ] && { say "out of time: spec $v not run"; continue; }
-  name=${v%%:*}
-  envs=${v#*:}
-  # shellcheck disable=SC2086
-  env $envs timeout "${VARIANT_TIMEOUT:-150}" "$BUILD/bench/cuda_spec_bench" ${SPEC_ARGS:-} \
-    --json "$OUT/spec-$name.json" > /dev/null 2> "$OUT/spec-$name.log"
-  say "spec variant $name ($envs) rc $?"
-done
+# run_variants KIND BINARY "VARIANTS" ARGS...: BINARY ARGS --json $OUT/KIND-<name>.json once per name:ENV variant,
+# alone on the GPU, none started after BUDGET_S seconds.
+run_variants() {
+  local kind=$1 binary=$2 variants=$3 v name envs
+  shift 3
+  for v in $variants; do
+    [ "$(elapsed)" -gt "${BUDGET_S:-480}" ] && { say "out of time: $kind $v not run"; continue; }
+    name=${v%%:*}
+    envs=${v#*:}
+    # shellcheck disable=SC2086
+    env $envs timeout "${VARIANT_TIMEOUT:-150}" "$BUILD/bench/$binary" "$@" --json "$OUT/$kind-$name.json" \
+      > /dev/null 2> "$OUT/$kind-$name.log"
+    say "$kind variant $name ($envs) rc $?"
+  done
+}
+run_variants decoder cuda_decoder_bench "$VARIANTS" --decode-only
+# shellcheck disable=SC2086
+run_variants spec cuda_spec_bench "${SPEC_VARIANTS:-}" ${SPEC_ARGS:-}
 save_gemm_choices
 python3 - "$OUT" $VARIANTS <<'PY' | tee -a "$LOG"
 import json, os, sys
