@@ -1,6 +1,6 @@
-// DFlash 2's grouped dynamic causal convolution (graph.h DynConv, dflash.md §3.2): a thread per element (columns
-// over grid x, rows over grid y), taps summed in the CPU reference's order (τ = 0 first), rows causal within their own
-// sequence.
+// DFlash 2's grouped dynamic causal convolution (graph.h DynConv, dflash.md §3.2): a thread per element
+// (columns over grid x, rows over grid y), taps summed in the CPU reference's order (τ = 0 first), rows causal
+// within their own sequence.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
