@@ -78,8 +78,8 @@ struct CudaOptions {
   bool qgemm_packed = true;
   // Quantized GEMMs in buckets of at least this many rows run the tensor-core kernel's whole-K mapping (a
   // block's 8 warps are 8 column tiles of the same rows, so its rows are read once a block from L2, not once a
-  // tile); the same bits as the sliced mapping. 0 (the default until timed: PERF_NOTES "The quantized GEMM for
-  // many rows"): never. TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=N.
+  // tile); the same bits as the sliced mapping. 0 (the default, never: on the H100 it was slower at every size,
+  // latency-bound at 12.5% occupancy; PERF_NOTES "The quantized GEMM for many rows"). TANDEM_CUDA_QGEMM_WHOLE_K_ROWS=N.
   uint32_t qgemm_whole_k_rows = 0;
 };
 
