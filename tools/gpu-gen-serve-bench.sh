@@ -38,12 +38,11 @@ else
 fi
 case "$TOPOLOGY" in
   generator) RANKS="  - {role: generator$DEV0}" ;;
-  split) RANKS="  - {role: target$DEV0}
+  split | split-no-overlap) RANKS="  - {role: target$DEV0}
   - {role: drafter$DEV1}" ;;
-  split-no-overlap) RANKS="  - {role: target$DEV0}
-  - {role: drafter$DEV1}" OVERLAP=false ;;
   *) echo "TOPOLOGY is '$TOPOLOGY': generator, split or split-no-overlap" >&2; exit 2 ;;
 esac
+[ "$TOPOLOGY" = split-no-overlap ] && OVERLAP=false
 if [ "$TOPOLOGY" = generator ] && { [ -n "$LONG_PROMPTS" ] || [ -n "${KILL_DRAFTER:-}" ]; }; then
   echo "LONG_PROMPTS and KILL_DRAFTER need a drafter rank: TOPOLOGY=split or split-no-overlap" >&2
   exit 2

@@ -9,8 +9,8 @@
 #   STEP=split-extra      split again at concurrency 8: the prompt's context crossing for 1,024- and 8,192-token
 #                         prompts, then the drafter rank killed mid-load (every answer must stay exact)
 #   STEP=scorers          one and two CUDA scorer ranks (tools/gpu-serve-bench.sh, SCORERS="1 2")
-# The build and the checkpoints stay in build-serve/ between steps while the machine is warm; a cold machine
-# makes them again. Results: $OUT/results-<topology>.json and the table in the log; the goals (issue 13): split
+# The build (incremental: each call builds the working tree it carries) and the checkpoints stay in build-serve/
+# between steps while the machine is warm; a cold machine makes them again. Results: $OUT/results-<topology>.json and the table in the log; the goals (issue 13): split
 # with overlap >= 1.25x the generator at concurrency 1, never slower at 32.
 #   OUT=/tmp/out STEP=split tools/gpu-two-gpus.sh
 set -u
@@ -23,7 +23,6 @@ mkdir -p "$WORK"
 if [ -f "$WORK/target/config.json" ] && [ -f "$WORK/drafter/config.json" ]; then
   export TARGET_DIR=$WORK/target DRAFTER_DIR=$WORK/drafter
 fi
-if [ -x build-serve/launch/tandem ] && [ -x build-serve/bench/tandem-gen-loadgen ]; then export SKIP_BUILD=1; fi
 export WORK PROMPTS=${PROMPTS:-16} MAX_TOKENS=${MAX_TOKENS:-64} DEADLINE=${DEADLINE:-540}
 case "$STEP" in
   generator | split | split-no-overlap)
