@@ -298,13 +298,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
           const float* bc[kCols];
           for (uint64_t col = 0; col < kCols; ++col) bc[col] = bcol.data() + (j0 + col) * k;
           if (blocked) {
-            // 16-bit operands run on tensor cores: each step of 16 k is summed on its own, then added.
+            // 16-bit operands run on tensor cores: each step of 16 k is summed on its own (in a double, rounded
+            // once, as the emulated mma sums it: simt.cpp), then added.
             for (uint64_t p0 = 0; p0 < k; p0 += 16) {
-              float step[kCols] = {};
+              double step[kCols] = {};
               for (uint64_t p = p0; p < std::min<uint64_t>(k, p0 + 16); ++p) {
-                for (uint64_t col = 0; col < kCols; ++col) step[col] += ar[p] * bc[col][p];
+                for (uint64_t col = 0; col < kCols; ++col) step[col] += static_cast<double>(ar[p] * bc[col][p]);
               }
-              for (uint64_t col = 0; col < kCols; ++col) acc[col] += step[col];
+              for (uint64_t col = 0; col < kCols; ++col) acc[col] += static_cast<float>(step[col]);
             }
           } else {
             for (uint64_t p = 0; p < k; ++p) {
@@ -316,9 +317,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const vo
             const float* bc = bcol.data() + (j0 + col) * k;
             if (blocked) {
               for (uint64_t p0 = 0; p0 < k; p0 += 16) {
-                float step = 0.0f;
-                for (uint64_t p = p0; p < std::min<uint64_t>(k, p0 + 16); ++p) step += ar[p] * bc[p];
-                acc[col] += step;
+                double step = 0.0;
+                for (uint64_t p = p0; p < std::min<uint64_t>(k, p0 + 16); ++p) {
+                  step += static_cast<double>(ar[p] * bc[p]);
+                }
+                acc[col] += static_cast<float>(step);
               }
             } else {
               for (uint64_t p = 0; p < k; ++p) acc[col] += ar[p] * bc[p];

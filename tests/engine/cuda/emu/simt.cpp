@@ -389,9 +389,12 @@ void mma_16816_of(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
   const unsigned g = lane_id() >> 2, t = lane_id() & 3;
   for (unsigned e = 0; e < 4; ++e) {
     const unsigned row = g + (e >= 2 ? 8 : 0), col = 2 * t + (e & 1);
-    float sum = 0.0f;
-    for (unsigned k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
-    d[e] += sum;
+    // The H200 gives the same bits for any order of the step's 16 k (PERF_NOTES "The streaming GEMM"): the
+    // products (exact in a float) are summed in a double, exact for any operands near each other's scale, and
+    // rounded once, so the order does not matter here either. emu_cublaslt.cpp sums its steps alike.
+    double sum = 0.0;
+    for (unsigned k = 0; k < 16; ++k) sum += static_cast<double>(A[row][k] * B[k][col]);
+    d[e] += static_cast<float>(sum);
   }
 }
 
