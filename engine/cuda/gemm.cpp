@@ -253,7 +253,7 @@ Result<bool> GemmAlgos::same_bits(const GemmShape& shape, const cublasLtMatmulAl
   return r1 == r2;
 }
 
-Result<bool> GemmAlgos::same_bits_memo(const std::string& key, const std::function<Result<bool>()>& probe) {
+Result<bool> GemmAlgos::verdict_memo(const std::string& key, const std::function<Result<bool>()>& probe) {
   if (const std::optional<bool> known = choices_.same_bits(key)) return *known;
   ++measurements_;
   TANDEM_ASSIGN(const bool same, probe());

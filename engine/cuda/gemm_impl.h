@@ -92,9 +92,9 @@ class GemmAlgos {
   // noise against the real weight (remembered per shape and pair in the choices).
   Result<bool> same_bits(const GemmShape& shape, const cublasLtMatmulAlgo_t& reference,
                          const cublasLtMatmulAlgo_t& candidate, const void* w, const float* bias);
-  // A remembered bit-identity verdict under `key` (in the choices), else probe()'s, remembered and counted as
-  // a measurement: the streaming GEMM's probe against a reference (gemm_stream_probe.cpp) uses it.
-  Result<bool> same_bits_memo(const std::string& key, const std::function<Result<bool>()>& probe);
+  // A remembered yes/no verdict under `key` (in the choices), else probe()'s, remembered and counted as a
+  // measurement: the streaming GEMM's probes (same bits as a reference, faster at m rows) use it.
+  Result<bool> verdict_memo(const std::string& key, const std::function<Result<bool>()>& probe);
   // The fastest of `candidates` (all computing the same bits) for m rows, timed on random operands;
   // remembered per shape and m in the choices, so every plan of the backend runs the same one.
   Result<size_t> fastest(const GemmShape& shape, uint32_t m, const std::vector<cublasLtMatmulAlgo_t>& candidates,
@@ -113,6 +113,8 @@ class GemmAlgos {
   bool note_unsplit(const GemmShape& shape) { return unsplit_.insert(shape).second; }
   // Records that a shape stays off the streaming GEMM (no layout gives its bits); true the first time.
   bool note_unstreamed(const GemmShape& shape) { return unstreamed_.insert(shape).second; }
+  // Records that cuBLASLt was timed faster than the streaming GEMM for a shape at m rows; true the first time.
+  bool note_stream_slower(const GemmShape& shape, uint32_t m) { return stream_slower_.emplace(shape, m).second; }
   // Writes the choices made since the last save to their file (if they have one).
   void save_choices() { choices_.save(); }
   const GemmChoices& choices() const { return choices_; }
@@ -129,6 +131,7 @@ class GemmAlgos {
   std::set<GemmShape> unfused_;
   std::set<GemmShape> unsplit_;
   std::set<GemmShape> unstreamed_;
+  std::set<std::pair<GemmShape, uint32_t>> stream_slower_;
 };
 
 struct GemmOperands {

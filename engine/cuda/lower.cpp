@@ -430,6 +430,15 @@ Result<bool> Lowering::lower_stream_gemm(const Gemm& gemm, const Loc& in, const 
     return false;
   }
   TANDEM_ASSIGN(const bool same, gemm_stream_same_bits(device_, *plan_.modules_, algos_, shape, gemm.reference(), w));
+  if (same && algos_.probe() && algos_.timed(rows)) {
+    TANDEM_ASSIGN(const bool faster, gemm_stream_faster(device_, *plan_.modules_, algos_, shape, rows, gemm.algo(), w));
+    if (!faster) {
+      if (algos_.note_stream_slower(shape, rows)) {
+        log::info("cuBLASLt runs {} at {} rows faster than the streaming GEMM; it stays there", shape.describe(), rows);
+      }
+      return false;
+    }
+  }
   if (same) {
     TANDEM_ASSIGN(KernelStep step, gemm_stream_step(ctx_, in, out, w, shape.splits, shape.accumulate));
     step.overlap_prior = plan_.options_.overlap_launches;

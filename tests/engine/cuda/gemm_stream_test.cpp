@@ -1,9 +1,11 @@
 // The streaming GEMM (kernels/gemm_stream.cu): results against float64 for BF16 and F16 operands, f32 and
 // 16-bit outputs, accumulation, K in 1, 2 and 4 slices (with partial stages), partial column tiles and 1..16 rows;
-// padding rows untouched; a row's bits the same alone and in any row count; the limits refused by name; and
-// decoder plans of up to 16 rows run it where its probe finds cuBLASLt's bits (on the emulator: everywhere).
+// padding rows untouched; a row's bits the same alone and in any row count; the limits refused by name; decoder
+// plans of up to 16 rows run it where its probe finds cuBLASLt's bits (on the emulator: everywhere) and, with
+// timing on, only where it was also timed faster; the timed verdict remembered.
 #include <cstring>
 
+#include "engine/cuda/gemm_stream_probe_impl.h"
 #include "tests/engine/cuda/gemm_operands.h"
 
 namespace tandem::cuda::test {
@@ -35,9 +37,10 @@ TEST_F(GemmStreamTest, MatchesFloat64) {
   std::vector<StreamCase> cases;
   for (Dt ab : {Dt::kBF16, Dt::kF16}) {
     if (emulated()) {
-      // Small n keeps the emulator quick; k 272 leaves a slice's last stage of 128 k partial, k 2048 in 2 slices
-      // runs more stages than the ring holds.
+      // Small n keeps the emulator quick. Slices of fewer steps than the register ring holds (4, 8 or 9 of 16),
+      // several rounds of it (64 steps), and a partial last round (k 784: 49 steps).
       cases.push_back({{1, 64, 48, ab, Dt::kF32, false, false}, 1});
+      cases.push_back({{4, 784, 24, ab, Dt::kF32, true, false}, 1});
       cases.push_back({{3, 272, 40, ab, ab, false, false}, 2});
       cases.push_back({{9, 512, 24, ab, Dt::kF32, true, false}, 4});
       cases.push_back({{16, 256, 17, ab, Dt::kF32, true, false}, 2});
@@ -121,6 +124,7 @@ TEST_F(GemmStreamTest, DecoderPlansRunItWhereItGivesTheReferenceBits) {
       CudaOptions options;
       options.precision = p;
       options.stream_gemm = on;
+      options.gemm_timed = false;  // same bits suffice (the timed choice: the test below)
       options.graphs = false;
       auto backend = make_cuda_backend(options);
       ASSERT_TRUE(backend.ok()) << backend.error().message();
@@ -146,6 +150,64 @@ TEST_F(GemmStreamTest, DecoderPlansRunItWhereItGivesTheReferenceBits) {
       }
     }
   }
+}
+
+// With timing on, a shape whose bits agree runs where it was timed faster: the verdict is measured once and
+// then remembered (no second measurement), and under a profiler an unmeasured shape keeps the untimed rule.
+TEST_F(GemmStreamTest, TheTimedVerdictIsMeasuredOnceAndRemembered) {
+  GemmShape shape;
+  shape.k = emulated() ? 256 : 4096;
+  shape.n = emulated() ? 64 : 4096;
+  shape.ab = Dt::kBF16;
+  shape.out = Dt::kF32;
+  shape.accumulate = true;
+  shape.splits = 1;  // the emulated cuBLASLt offers no K split
+  std::mt19937 rng(14);
+  const GemmCase c{16, shape.k, shape.n, Dt::kBF16, Dt::kF32, true, false};
+  const GemmOperandsHost o = make_operands(c, rng);
+  GemmAlgos algos(*gpu().device, true, kTimedMaxRows);
+  auto ranking = algos.ranked(shape, kRankedRows, nullptr);
+  ASSERT_TRUE(ranking.ok()) << ranking.error().message();
+  ASSERT_FALSE((*ranking)->empty());
+  const cublasLtMatmulAlgo_t& algo = (**ranking)[0];
+  auto first = gemm_stream_faster(*gpu().device, *gpu().modules, algos, shape, 1, algo, o.wd.data());
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  const size_t measured = algos.measurements();
+  EXPECT_GE(measured, 1u);
+  auto again = gemm_stream_faster(*gpu().device, *gpu().modules, algos, shape, 1, algo, o.wd.data());
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(algos.measurements(), measured) << "a remembered verdict was measured again";
+  // Another row count is another verdict; under a profiler it is not measured and the bits alone decide.
+  algos.set_profiled(true);
+  auto profiled = gemm_stream_faster(*gpu().device, *gpu().modules, algos, shape, 16, algo, o.wd.data());
+  ASSERT_TRUE(profiled.ok()) << profiled.error().message();
+  EXPECT_TRUE(*profiled);
+  EXPECT_EQ(algos.measurements(), measured);
+  auto remembered = gemm_stream_faster(*gpu().device, *gpu().modules, algos, shape, 1, algo, o.wd.data());
+  ASSERT_TRUE(remembered.ok()) << remembered.error().message();
+  EXPECT_EQ(*remembered, *first) << "under a profiler a remembered verdict still holds";
+}
+
+// A timed decoder plan runs each GEMM on exactly one of the two, and on the streaming GEMM at most where its bits
+// agree: every GEMM op is either a stream step or a cuBLASLt GEMM of the plan.
+TEST_F(GemmStreamTest, ATimedPlanRunsEachGemmOnOneOfThem) {
+  const RoutingTarget rt = routing_target();
+  ASSERT_FALSE(rt.graph.ops.empty());
+  CudaOptions options;
+  options.precision = ir::Precision::kBF16;
+  options.stream_gemm = true;
+  options.graphs = false;
+  auto backend = make_cuda_backend(options);
+  ASSERT_TRUE(backend.ok()) << backend.error().message();
+  const ir::Graph* graphs[] = {&rt.graph};
+  auto weights = (*backend)->upload(*rt.t.weights, graphs);
+  ASSERT_TRUE(weights.ok()) << weights.error().message();
+  auto plan = (*backend)->lower(**weights, rt.graph, ir::Bucket{1, 1, 1});
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
+  ASSERT_NE(cp, nullptr);
+  EXPECT_EQ(stream_steps(*cp) + cp->gemms().size(), rt.gemm_ops);
 }
 
 }  // namespace
