@@ -6,89 +6,115 @@
 // as cuBLASLt's split-K with its reduction in the compute type computes it. Whether the bits are the same is the
 // hardware's to say: lowering runs both on a probe and takes this kernel only where they are (gemm_impl.h).
 //
-// Third form (PERF_NOTES "The streaming GEMM, third form"): the chain fixes the order of the arithmetic, not of
-// the loads, so each lane keeps kDepth steps of its weights in flight in registers, a ring indexed by constants
-// (the loop is unrolled by its depth: no copies between slots, no barrier, no wait but the scoreboard's on the
-// oldest slot), and the activations kRowDepth steps ahead from L1/L2. Within a step the 16 k are permuted alike in
-// both operands (lane t holds k 4t..4t+3 in one 8-byte load), which the H200 showed gives the same bits.
+// The chain fixes the order of the arithmetic, not of the loads: a warp keeps kGemmStreamRing - 1 stages of 128 k
+// (4 KB of weights each) in flight through cp.async into its ring in shared memory, so the bytes in flight do not
+// cost registers, and ldmatrix gives the mma its fragments at the ISA's own k positions.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
 
 namespace {
 
-constexpr unsigned kDepth = kGemmStreamDepth;  // weight steps in flight per lane
-constexpr unsigned kRowDepth = 8;              // activation steps in flight per lane
-static_assert(kDepth % kRowDepth == 0, "the activations' slot is the weights' slot modulo kRowDepth");
+constexpr unsigned kStageK = 16 * kGemmStreamSteps;  // k per stage
+constexpr unsigned kChunks = kStageK * 2 / 16;       // 16-byte chunks per row and stage
+constexpr unsigned kRing = kGemmStreamRing;
+static_assert(kRing >= 3, "the loop waits for kRing - 2 groups: a ring of 2 would read a stage still loading");
 
-// One k16 step of a 16-row operand for this lane: rows g and g + 8 (w0, w1), k 4t..4t+3 of the step.
-struct WeightStep {
-  U2 lo, hi;
+struct StreamSlice {
+  const unsigned char* w;  // the tile's first weight row (its columns' rows of w are k elements apart)
+  const unsigned char* x;  // the first activation row
+  unsigned long long row_bytes;
+  unsigned rows;   // real weight rows of the tile (columns of out)
+  unsigned k_begin, k_end;
+  unsigned stages;  // of the slice
+  unsigned stage_bytes;
+  unsigned char* base;
 };
 
-TK_DEV WeightStep load_weight_step(const unsigned char* w0, const unsigned char* w1, unsigned long long off) {
-  return {*reinterpret_cast<const U2*>(w0 + off), *reinterpret_cast<const U2*>(w1 + off)};
+// Starts the copies of stage s's weights into its slot: 16 rows of kChunks chunks, lanes on consecutive chunks
+// of a row; rows past the tile's real columns and k past the slice become zeros.
+TK_DEV void load_weights(const StreamSlice& z, unsigned s, unsigned lane) {
+  if (s >= z.stages) return;
+  unsigned char* dst = z.base + (s % kRing) * z.stage_bytes;
+  const unsigned kb = z.k_begin + s * kStageK;
+#pragma unroll
+  for (unsigned i = 0; i < 16 * kChunks / 32; ++i) {
+    const unsigned c = i * 32 + lane, row = c / kChunks, chunk = c % kChunks;
+    const unsigned kk = kb + 8 * chunk;
+    const bool real = row < z.rows && kk < z.k_end;
+    // INVARIANT: a real chunk lies inside its weight row (k_end <= k, a multiple of 16).
+    cp_async16(dst + row * kGemmStreamRowBytes + chunk * 16, z.w + (real ? row * z.row_bytes + kk * 2ull : 0), real);
+  }
+}
+
+// Starts the copies of stage s's activations for the `here` real rows (rows past them are never read into an
+// output that is stored).
+TK_DEV void load_rows(const StreamSlice& z, unsigned s, unsigned here, unsigned lane) {
+  if (s >= z.stages) return;
+  unsigned char* dst = z.base + (s % kRing) * z.stage_bytes + 16 * kGemmStreamRowBytes;
+  const unsigned kb = z.k_begin + s * kStageK;
+  for (unsigned c = lane; c < here * kChunks; c += 32) {
+    const unsigned row = c / kChunks, chunk = c % kChunks;
+    const unsigned kk = kb + 8 * chunk;
+    const bool real = kk < z.k_end;
+    cp_async16(dst + row * kGemmStreamRowBytes + chunk * 16, z.x + (real ? row * z.row_bytes + kk * 2ull : 0), real);
+  }
 }
 
 template <class T, class Out>
 TK_DEV void gemm_stream(const GemmStreamArgs& a) {
   __shared__ float part[kGemmStreamWarps][16][kGemmStreamRows + 1];
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const unsigned col0 = blockIdx.y * 16;  // INVARIANT: col0 < cols (grid y is the tile count)
-  const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * 2;
-  const unsigned k_begin = min_u(a.k, warp * a.slice_k), k_end = min_u(a.k, k_begin + a.slice_k);
-  const unsigned steps = (k_end - k_begin) / 16;  // warp-uniform; k and slice_k are multiples of 16
-  // Columns past the real ones read the last real column's row: an A row feeds only its own output column, which
-  // is not stored. Likewise activation rows past the real ones read the last real row.
-  const unsigned char* w = static_cast<const unsigned char*>(a.w);
-  const unsigned char* w0 = w + min_u(col0 + g, a.cols - 1) * row_bytes;
-  const unsigned char* w1 = w + min_u(col0 + g + 8, a.cols - 1) * row_bytes;
-  const unsigned long long first = k_begin * 2ull + 8ull * t;  // this lane's byte offset of the slice's step 0
-  // The first weights go out before the kernel ahead has finished (programmatic dependent launch): they are
-  // constants. Its outputs (this kernel's rows, the index) only after the wait.
-  WeightStep ws[kDepth] = {};
-#pragma unroll
-  for (unsigned u = 0; u < kDepth; ++u) {
-    if (u < steps) ws[u] = load_weight_step(w0, w1, first + 32ull * u);
-  }
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned col0 = blockIdx.y * 16;
+  StreamSlice z;
+  z.row_bytes = static_cast<unsigned long long>(a.k) * 2;
+  z.w = static_cast<const unsigned char*>(a.w) + col0 * z.row_bytes;
+  z.x = static_cast<const unsigned char*>(a.a);
+  z.rows = min_u(16, a.cols - col0);  // INVARIANT: col0 < cols (grid y is the tile count)
+  z.k_begin = min_u(a.k, warp * a.slice_k);
+  z.k_end = min_u(a.k, z.k_begin + a.slice_k);
+  z.stages = (z.k_end - z.k_begin + kStageK - 1) / kStageK;
+  z.stage_bytes = (16 + a.stage_rows) * kGemmStreamRowBytes;
+  z.base = dynamic_smem() + warp * kRing * z.stage_bytes;
+  // The first stages' weights go out before the kernel ahead has finished (programmatic dependent launch): they
+  // are constants. Its outputs (this kernel's rows, the index) only after the wait. Group s holds stage s's rows
+  // (and group 0 all the early weights), so waiting for group s finds stage s whole.
+  for (unsigned s = 0; s + 1 < kRing; ++s) load_weights(z, s, lane);
   wait_prior_grids();
-  const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.rows, kGemmStreamRows));
+  const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.stage_rows, kGemmStreamRows));
   const unsigned groups = (here + 7) / 8;
-  const unsigned char* x = static_cast<const unsigned char*>(a.a);
-  const unsigned char* x0 = x + min_u(g, here - 1) * row_bytes;      // here > 0 wherever they are read
-  const unsigned char* x1 = x + min_u(g + 8, here - 1) * row_bytes;
-  U2 xs[kRowDepth][2] = {};
+  for (unsigned s = 0; s + 1 < kRing; ++s) {
+    load_rows(z, s, here, lane);
+    cp_async_commit();
+  }
+  // ldmatrix row addresses: matrices (columns 0-7 | 8-15) x (k 0-7 | 8-15) give the A fragment; (rows 0-7 | 8-15)
+  // x (k 0-7 | 8-15) the B fragments of both 8-row groups. Rows past the stage's read its last row: they feed
+  // only outputs of rows that are not stored.
+  const unsigned mi = lane / 8, mr = lane % 8;
+  const unsigned a_off = (mr + 8 * (mi & 1u)) * kGemmStreamRowBytes + 16 * (mi >> 1);
+  const unsigned b_off = min_u(mr + 8 * (mi >> 1), a.stage_rows - 1) * kGemmStreamRowBytes + 16 * (mi & 1u);
   float acc[4][4] = {};
-  if (here > 0) {  // block-uniform
+  for (unsigned s = 0; s < z.stages && here > 0; ++s) {  // block-uniform
+    cp_async_wait<kRing - 2>();
+    __syncwarp();  // every lane's copies of stage s landed; every lane is done with the slot refilled next
+    load_weights(z, s + kRing - 1, lane);
+    load_rows(z, s + kRing - 1, here, lane);
+    cp_async_commit();
+    const unsigned char* ws = z.base + (s % kRing) * z.stage_bytes;
+    const unsigned char* xs = ws + 16 * kGemmStreamRowBytes;
+    const unsigned kb = z.k_begin + s * kStageK;
 #pragma unroll
-    for (unsigned u = 0; u < kRowDepth; ++u) {
-      if (u < steps) {
-        xs[u][0] = *reinterpret_cast<const U2*>(x0 + first + 32ull * u);
-        if (groups > 1) xs[u][1] = *reinterpret_cast<const U2*>(x1 + first + 32ull * u);
-      }
-    }
-    for (unsigned base = 0; base < steps; base += kDepth) {
-#pragma unroll
-      for (unsigned u = 0; u < kDepth; ++u) {
-        const unsigned s = base + u;
-        if (s >= steps) break;  // warp-uniform
-        const unsigned r = u % kRowDepth;
-        const unsigned af[4] = {ws[u].lo.x, ws[u].hi.x, ws[u].lo.y, ws[u].hi.y};
-        const unsigned b0[2] = {xs[r][0].x, xs[r][0].y};
-        mma_16816_t(acc[0], af, b0, T{});
-        if (groups > 1) {  // block-uniform
-          const unsigned b1[2] = {xs[r][1].x, xs[r][1].y};
-          mma_16816_t(acc[1], af, b1, T{});
-        }
-        // The slots just read are refilled with the steps kDepth and kRowDepth ahead.
-        if (s + kDepth < steps) ws[u] = load_weight_step(w0, w1, first + 32ull * (s + kDepth));
-        if (s + kRowDepth < steps) {
-          xs[r][0] = *reinterpret_cast<const U2*>(x0 + first + 32ull * (s + kRowDepth));
-          if (groups > 1) xs[r][1] = *reinterpret_cast<const U2*>(x1 + first + 32ull * (s + kRowDepth));
-        }
-      }
+    for (unsigned u = 0; u < kGemmStreamSteps; ++u) {
+      if (kb + 16 * u >= z.k_end) break;  // warp-uniform: a slice's last stage may be partial
+      unsigned af[4], bf[4];
+      ldmatrix_x4(af, ws + a_off + 32 * u);
+      ldmatrix_x4(bf, xs + b_off + 32 * u);
+      const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+      mma_16816_t(acc[0], af, b0, T{});
+      if (groups > 1) mma_16816_t(acc[1], af, b1, T{});  // warp-uniform
     }
   }
+  cp_async_wait<0>();  // nothing left in flight at exit (the ring's tail groups are empty)
   sum_slices<kGemmStreamRows>(part, acc, groups, a.splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
     store_gemm_output<Out>(a.out, a.cols, r, col, v, nullptr, a.accumulate);
   });
