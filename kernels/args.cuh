@@ -434,19 +434,12 @@ struct GemmDecodeArgs {
 // f16/bf16 operands, f32 accumulation in mma.sync m16n8k16 steps over K in natural order (16 k a step), one
 // chain per 16-column tile and K slice, the slices summed in slice order, then the prior output: meant to give
 // cuBLASLt's bits for the same K split (lowering probes that before it uses it). A block is one tile (grid y),
-// a warp per K slice. Each warp streams its weights and rows through a ring of kGemmStreamRing stages in dynamic
-// shared memory (cp.async), kGemmStreamSteps k16 steps a stage: a stage holds the tile's 16 weight rows and
-// stage_rows (the bucket's rows) activation rows, each kGemmStreamRowBytes apart. The ring's depth is a constant:
-// on the H200 (PERF_NOTES "The streaming GEMM, second form") 4 stages beat rings sized for ~96 KB in flight per SM
-// (up to 16 stages) on every Qwen3-8B shape, so the bytes in flight are not what bounds this kernel, and a
-// constant depth lets cp.async.wait_group take its count as the immediate it needs.
+// a warp per K slice; each lane keeps kGemmStreamDepth steps of its weights in flight in registers. Rows past
+// `rows` (the bucket's) are never read.
 enum : unsigned {
   kGemmStreamWarps = 4,  // the most K slices
   kGemmStreamRows = 16,
-  kGemmStreamSteps = 8,
-  kGemmStreamRing = 4,  // stages a warp's ring holds: kGemmStreamRing - 1 in flight while one is read
-  kGemmStreamRowBytes = kGemmStreamSteps * 16 * 2 + 16,  // +16: ldmatrix's 8 rows fall in distinct banks
-  kGemmStreamSmemMax = 200 * 1024                        // a block's ring at most (lowering keeps to it)
+  kGemmStreamDepth = 16  // k16 steps of weights in flight per lane (512 bytes a step per warp)
 };
 struct GemmStreamArgs {
   void* out;                 // [rows, cols] of the out type
@@ -459,7 +452,7 @@ struct GemmStreamArgs {
   unsigned splits;           // 1, 2 or 4: the block's warps
   unsigned slice_k;          // K per slice, a multiple of 16
   unsigned accumulate;       // 1: add the prior out (f32 out only)
-  unsigned stage_rows;       // 1..16: activation rows a stage holds (the bucket's rows)
+  unsigned rows;             // 1..16: the bucket's rows
 };
 
 // ---- the DFlash 2 selector walk (graph.h SelectorWalk; engine/ir/selector.h defines each step) ----

@@ -4,117 +4,122 @@
 // Here a block is one 16-column tile, a warp per K slice; each output is one chain of mma.sync m16n8k16 steps
 // over K in natural order from a zero accumulator, the slices added in slice order and then the prior output,
 // as cuBLASLt's split-K with its reduction in the compute type computes it. Whether the bits are the same is the
-// hardware's to say: lowering runs both on a probe and takes this kernel only where they are (gemm_impl.h).
+// hardware's to say: lowering runs both on a probe and takes this kernel only where they are (gemm_impl.h), and
+// with timing on only where it is also faster.
 //
-// The chain fixes the order of the arithmetic, not of the loads: a warp keeps kGemmStreamRing - 1 stages of 128 k
-// (4 KB of weights each) in flight through cp.async into its ring in shared memory, so the bytes in flight do not
-// cost registers, and ldmatrix gives the mma its fragments at the ISA's own k positions.
+// Fourth form (PERF_NOTES "The streaming GEMM, fourth form"): the third form's register ring, with each weight
+// row read 64 contiguous bytes at a time. A lane loads 16 bytes (8 k) of its row for a pair of steps; one shuffle
+// with lane t ^ 2 leaves each lane 4 k of each step, a permutation within the step (the activations take it
+// alike) that the H100 and H200 showed gives the same bits: lanes 0..3 hold k 0-3, 8-11, 4-7, 12-15 of a step.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
+using tandem::kernels::choice::shfl_xor_bits;
 
 namespace {
 
-constexpr unsigned kStageK = 16 * kGemmStreamSteps;  // k per stage
-constexpr unsigned kChunks = kStageK * 2 / 16;       // 16-byte chunks per row and stage
-constexpr unsigned kRing = kGemmStreamRing;
-static_assert(kRing >= 3, "the loop waits for kRing - 2 groups: a ring of 2 would read a stage still loading");
+constexpr unsigned kPairs = kGemmStreamDepth / 2;  // pairs of weight steps in flight per lane
+constexpr unsigned kRowDepth = 4;                  // activation steps in flight per lane (8 spills)
+static_assert(kGemmStreamDepth % 2 == 0 && (2 * kPairs) % kRowDepth == 0,
+              "a pair's activation slots are its steps modulo kRowDepth");
 
-struct StreamSlice {
-  const unsigned char* w;  // the tile's first weight row (its columns' rows of w are k elements apart)
-  const unsigned char* x;  // the first activation row
-  unsigned long long row_bytes;
-  unsigned rows;   // real weight rows of the tile (columns of out)
-  unsigned k_begin, k_end;
-  unsigned stages;  // of the slice
-  unsigned stage_bytes;
-  unsigned char* base;
+// A pair of k16 steps of the tile's rows g and g + 8 for this lane, as loaded: 8 k of each row.
+struct PairLoad {
+  U4 g0, g8;
 };
 
-// Starts the copies of stage s's weights into its slot: 16 rows of kChunks chunks, lanes on consecutive chunks
-// of a row; rows past the tile's real columns and k past the slice become zeros.
-TK_DEV void load_weights(const StreamSlice& z, unsigned s, unsigned lane) {
-  if (s >= z.stages) return;
-  unsigned char* dst = z.base + (s % kRing) * z.stage_bytes;
-  const unsigned kb = z.k_begin + s * kStageK;
-#pragma unroll
-  for (unsigned i = 0; i < 16 * kChunks / 32; ++i) {
-    const unsigned c = i * 32 + lane, row = c / kChunks, chunk = c % kChunks;
-    const unsigned kk = kb + 8 * chunk;
-    const bool real = row < z.rows && kk < z.k_end;
-    // INVARIANT: a real chunk lies inside its weight row (k_end <= k, a multiple of 16).
-    cp_async16(dst + row * kGemmStreamRowBytes + chunk * 16, z.w + (real ? row * z.row_bytes + kk * 2ull : 0), real);
-  }
-}
+// One step's fragment of one row for this lane: 4 k in two registers.
+struct RowStep {
+  unsigned lo, hi;
+};
 
-// Starts the copies of stage s's activations for the `here` real rows (rows past them are never read into an
-// output that is stored).
-TK_DEV void load_rows(const StreamSlice& z, unsigned s, unsigned here, unsigned lane) {
-  if (s >= z.stages) return;
-  unsigned char* dst = z.base + (s % kRing) * z.stage_bytes + 16 * kGemmStreamRowBytes;
-  const unsigned kb = z.k_begin + s * kStageK;
-  for (unsigned c = lane; c < here * kChunks; c += 32) {
-    const unsigned row = c / kChunks, chunk = c % kChunks;
-    const unsigned kk = kb + 8 * chunk;
-    const bool real = kk < z.k_end;
-    cp_async16(dst + row * kGemmStreamRowBytes + chunk * 16, z.x + (real ? row * z.row_bytes + kk * 2ull : 0), real);
-  }
+// Lane t loaded k 8t..8t+7 of the pair: lanes 0, 1 the first step's, lanes 2, 3 the second's. Each hands
+// half of it to lane t ^ 2 and keeps the other half.
+TK_DEV void split_pair(const U4& v, bool low_lane, RowStep& first, RowStep& second) {
+  const unsigned r0 = shfl_xor_bits(low_lane ? v.z : v.x, 2), r1 = shfl_xor_bits(low_lane ? v.w : v.y, 2);
+  first = low_lane ? RowStep{v.x, v.y} : RowStep{r0, r1};
+  second = low_lane ? RowStep{r0, r1} : RowStep{v.z, v.w};
 }
 
 template <class T, class Out>
 TK_DEV void gemm_stream(const GemmStreamArgs& a) {
   __shared__ float part[kGemmStreamWarps][16][kGemmStreamRows + 1];
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const unsigned col0 = blockIdx.y * 16;
-  StreamSlice z;
-  z.row_bytes = static_cast<unsigned long long>(a.k) * 2;
-  z.w = static_cast<const unsigned char*>(a.w) + col0 * z.row_bytes;
-  z.x = static_cast<const unsigned char*>(a.a);
-  z.rows = min_u(16, a.cols - col0);  // INVARIANT: col0 < cols (grid y is the tile count)
-  z.k_begin = min_u(a.k, warp * a.slice_k);
-  z.k_end = min_u(a.k, z.k_begin + a.slice_k);
-  z.stages = (z.k_end - z.k_begin + kStageK - 1) / kStageK;
-  z.stage_bytes = (16 + a.stage_rows) * kGemmStreamRowBytes;
-  z.base = dynamic_smem() + warp * kRing * z.stage_bytes;
-  // The first stages' weights go out before the kernel ahead has finished (programmatic dependent launch): they
-  // are constants. Its outputs (this kernel's rows, the index) only after the wait. Group s holds stage s's rows
-  // (and group 0 all the early weights), so waiting for group s finds stage s whole.
-  for (unsigned s = 0; s + 1 < kRing; ++s) load_weights(z, s, lane);
-  wait_prior_grids();
-  const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.stage_rows, kGemmStreamRows));
-  const unsigned groups = (here + 7) / 8;
-  for (unsigned s = 0; s + 1 < kRing; ++s) {
-    load_rows(z, s, here, lane);
-    cp_async_commit();
-  }
-  // ldmatrix row addresses: matrices (columns 0-7 | 8-15) x (k 0-7 | 8-15) give the A fragment; (rows 0-7 | 8-15)
-  // x (k 0-7 | 8-15) the B fragments of both 8-row groups. Rows past the stage's read its last row: they feed
-  // only outputs of rows that are not stored.
-  const unsigned mi = lane / 8, mr = lane % 8;
-  const unsigned a_off = (mr + 8 * (mi & 1u)) * kGemmStreamRowBytes + 16 * (mi >> 1);
-  const unsigned b_off = min_u(mr + 8 * (mi >> 1), a.stage_rows - 1) * kGemmStreamRowBytes + 16 * (mi & 1u);
-  float acc[4][4] = {};
-  for (unsigned s = 0; s < z.stages && here > 0; ++s) {  // block-uniform
-    cp_async_wait<kRing - 2>();
-    __syncwarp();  // every lane's copies of stage s landed; every lane is done with the slot refilled next
-    load_weights(z, s + kRing - 1, lane);
-    load_rows(z, s + kRing - 1, here, lane);
-    cp_async_commit();
-    const unsigned char* ws = z.base + (s % kRing) * z.stage_bytes;
-    const unsigned char* xs = ws + 16 * kGemmStreamRowBytes;
-    const unsigned kb = z.k_begin + s * kStageK;
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const bool low_lane = t < 2;
+  const unsigned col0 = blockIdx.y * 16;  // INVARIANT: col0 < cols (grid y is the tile count)
+  const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * 2;
+  const unsigned k_begin = min_u(a.k, warp * a.slice_k), k_end = min_u(a.k, k_begin + a.slice_k);
+  const unsigned steps = (k_end - k_begin) / 16;  // warp-uniform; k and slice_k are multiples of 16
+  const unsigned pairs = (steps + 1) / 2;
+  // Columns past the real ones read the last real column's row: an A row feeds only its own output column, which
+  // is not stored. Likewise activation rows past the real ones read the last real row.
+  const unsigned char* w = static_cast<const unsigned char*>(a.w);
+  const unsigned char* w0 = w + min_u(col0 + g, a.cols - 1) * row_bytes + k_begin * 2ull + 16ull * t;
+  const unsigned char* w8 = w + min_u(col0 + g + 8, a.cols - 1) * row_bytes + k_begin * 2ull + 16ull * t;
+  // A slice of an odd step count ends on half a pair: lanes 2 and 3 would read past it (past the row at its end).
+  auto load_pair = [&](unsigned p) {
+    PairLoad v{};
+    if (low_lane || 2 * p + 1 < steps) {
+      v.g0 = *reinterpret_cast<const U4*>(w0 + 64ull * p);
+      v.g8 = *reinterpret_cast<const U4*>(w8 + 64ull * p);
+    }
+    return v;
+  };
+  // The first weights go out before the kernel ahead has finished (programmatic dependent launch): they are
+  // constants. Its outputs (this kernel's rows, the index) only after the wait.
+  PairLoad ws[kPairs] = {};
 #pragma unroll
-    for (unsigned u = 0; u < kGemmStreamSteps; ++u) {
-      if (kb + 16 * u >= z.k_end) break;  // warp-uniform: a slice's last stage may be partial
-      unsigned af[4], bf[4];
-      ldmatrix_x4(af, ws + a_off + 32 * u);
-      ldmatrix_x4(bf, xs + b_off + 32 * u);
-      const unsigned b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
-      mma_16816_t(acc[0], af, b0, T{});
-      if (groups > 1) mma_16816_t(acc[1], af, b1, T{});  // warp-uniform
+  for (unsigned u = 0; u < kPairs; ++u) {
+    if (u < pairs) ws[u] = load_pair(u);
+  }
+  wait_prior_grids();
+  const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.rows, kGemmStreamRows));
+  const unsigned groups = (here + 7) / 8;
+  // This lane's 4 k of step s start at 16 s + 8 (t & 1) + 4 (t >> 1), as split_pair leaves the weights.
+  const unsigned char* x =
+      static_cast<const unsigned char*>(a.a) + k_begin * 2ull + 16ull * (t & 1u) + 8ull * (t >> 1);
+  const unsigned char* x0 = x + min_u(g, here - 1) * row_bytes;  // here > 0 wherever they are read
+  const unsigned char* x1 = x + min_u(g + 8, here - 1) * row_bytes;
+  U2 xs[kRowDepth][2] = {};
+  auto load_rows = [&](unsigned s, unsigned slot) {
+    xs[slot][0] = *reinterpret_cast<const U2*>(x0 + 32ull * s);
+    if (groups > 1) xs[slot][1] = *reinterpret_cast<const U2*>(x1 + 32ull * s);
+  };
+  float acc[4][4] = {};
+  auto step = [&](const RowStep& r0, const RowStep& r8, unsigned slot) {
+    const unsigned af[4] = {r0.lo, r8.lo, r0.hi, r8.hi};
+    const unsigned b0[2] = {xs[slot][0].x, xs[slot][0].y};
+    mma_16816_t(acc[0], af, b0, T{});
+    if (groups > 1) {  // block-uniform
+      const unsigned b1[2] = {xs[slot][1].x, xs[slot][1].y};
+      mma_16816_t(acc[1], af, b1, T{});
+    }
+  };
+  if (here > 0) {  // block-uniform
+#pragma unroll
+    for (unsigned u = 0; u < kRowDepth; ++u) {
+      if (u < steps) load_rows(u, u);
+    }
+    for (unsigned base = 0; base < pairs; base += kPairs) {
+#pragma unroll
+      for (unsigned u = 0; u < kPairs; ++u) {
+        const unsigned p = base + u;
+        if (p >= pairs) break;  // warp-uniform
+        RowStep a0, a8, b0, b8;
+        split_pair(ws[u].g0, low_lane, a0, b0);
+        split_pair(ws[u].g8, low_lane, a8, b8);
+        // The slot just split is refilled with the pair kPairs ahead.
+        if (p + kPairs < pairs) ws[u] = load_pair(p + kPairs);
+        const unsigned s = 2 * p, slot = (2 * u) % kRowDepth;
+        step(a0, a8, slot);
+        if (s + kRowDepth < steps) load_rows(s + kRowDepth, slot);
+        if (s + 1 < steps) {  // warp-uniform
+          step(b0, b8, slot + 1);
+          if (s + 1 + kRowDepth < steps) load_rows(s + 1 + kRowDepth, slot + 1);
+        }
+      }
     }
   }
-  cp_async_wait<0>();  // nothing left in flight at exit (the ring's tail groups are empty)
   sum_slices<kGemmStreamRows>(part, acc, groups, a.splits, here, a.cols, [&](unsigned r, unsigned col, float v) {
     store_gemm_output<Out>(a.out, a.cols, r, col, v, nullptr, a.accumulate);
   });

@@ -1,20 +1,11 @@
 // The streaming GEMM's launcher (steps_impl.h, kernels/gemm_stream.cu): entry by operand and output type, the
-// K split as the caller's cuBLASLt shape has it, the ring's shared memory by the bucket's rows, shapes and
-// alignment checked here at lowering.
+// K split as the caller's cuBLASLt shape has it, shapes and alignment checked here at lowering.
 #include <algorithm>
 #include <cstdint>
 
 #include "engine/cuda/steps_impl.h"
 
 namespace tandem::cuda {
-namespace {
-
-// The ring's depth is the kernel's constant (kernels/args.cuh kGemmStreamRing says why).
-static_assert(uint64_t{kernels::kGemmStreamWarps} * kernels::kGemmStreamRing * (16 + kernels::kGemmStreamRows) *
-                  kernels::kGemmStreamRowBytes <= kernels::kGemmStreamSmemMax,
-              "a block's rings fit its shared memory");
-
-}  // namespace
 
 Status gemm_stream_supported(uint32_t k, uint32_t splits, Dt ab, Dt out, bool accumulate) {
   TANDEM_TRY(mma_gemm_supported("gemm_stream", ab, out, accumulate));
@@ -52,18 +43,15 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
   }
   const uint32_t tiles = (out.width + 15) / 16;
   const uint32_t slice_k = ((a.width + splits - 1) / splits + 15) / 16 * 16;
-  const uint32_t stage_rows = std::max<uint32_t>(rows, 1);
-  const uint32_t stage_bytes = (16 + stage_rows) * kernels::kGemmStreamRowBytes;
   s.grid = dim3(1, tiles);
   if (s.grid.y > 65535) {
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} column tiles (limit 65535)", what, s.grid.y);
   }
   s.block = dim3(splits * 32);
-  s.smem = splits * kernels::kGemmStreamRing * stage_bytes;
   // INVARIANT: a, out and w are arena values and a weight sized at lowering for the bucket's rows (a [rows, k],
   // out [rows, n], w [n, k]) at the types checked above; the kernel touches real rows only.
   s.args = kernels::GemmStreamArgs{out.ptr,   a.ptr,  w,       c.ix.n,     a.kind(),   a.width, out.width,
-                                   splits,    slice_k, accumulate ? 1u : 0u, stage_rows};
+                                   splits,    slice_k, accumulate ? 1u : 0u, std::max<uint32_t>(rows, 1)};
   return s;
 }
 
