@@ -64,10 +64,15 @@ Result<bool> gemm_stream_faster(const Device& device, const KernelModules& modul
     std::vector<DeviceBuffer> extra;
     std::vector<const void*> ws{w};
     for (size_t c = 1; c < copies; ++c) {
-      TANDEM_ASSIGN(DeviceBuffer b, DeviceBuffer::make(w_bytes, "a stream GEMM timing copy"));
-      TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.data(), w, w_bytes, cudaMemcpyDeviceToDevice, device.stream()));
-      ws.push_back(b.data());
-      extra.push_back(std::move(b));
+      // A device too full for a copy times on fewer (the L2 then flatters both alike) rather than failing a plan.
+      Result<DeviceBuffer> b = DeviceBuffer::make(w_bytes, "a stream GEMM timing copy");
+      if (!b.ok()) {
+        (void)cudaGetLastError();  // the failed cudaMalloc's error must not surface at a later launch's check
+        break;
+      }
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(b->data(), w, w_bytes, cudaMemcpyDeviceToDevice, device.stream()));
+      ws.push_back(b->data());
+      extra.push_back(std::move(b).value());
     }
     std::mt19937 rng(0x7173);  // random operands: timing on zeros can flatter a kernel (METHOD.md)
     TANDEM_ASSIGN(DeviceBuffer a, random_device_buffer(device, size_t{rows} * shape.k, shape.ab, 1.0f, rng));
