@@ -10,8 +10,9 @@
 #                         prompts, then the drafter rank killed mid-load (every answer must stay exact)
 #   STEP=scorers          one and two CUDA scorer ranks (tools/gpu-serve-bench.sh, SCORERS="1 2")
 # The build (incremental: each call builds the working tree it carries) and the checkpoints stay in build-serve/
-# between steps while the machine is warm; a cold machine makes them again. Results: $OUT/results-<topology>.json and the table in the log; the goals (issue 13): split
-# with overlap >= 1.25x the generator at concurrency 1, never slower at 32.
+# between steps while the machine is warm; a cold machine makes them again. Results: $OUT/results-<topology>.json
+# and the table in the log; the goals (issue 13): split with overlap >= 1.25x the generator at concurrency 1,
+# never slower at 32.
 #   OUT=/tmp/out STEP=split tools/gpu-two-gpus.sh
 set -u
 cd "$(dirname "$0")/.." || exit 2

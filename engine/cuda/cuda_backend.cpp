@@ -101,7 +101,8 @@ class CudaBackend final : public ir::Backend {
               to_string(options.attention),
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
               options.decode_gemm ? "on" : "off", options.stream_gemm ? "on" : "off",
-              options.stream_gemm && options.overlap_launches ? " (overlapped launches)" : "", options.fuse_qkv_prep ? "fused" : "apart", b->modules_->summary(),
+              options.stream_gemm && options.overlap_launches ? " (overlapped launches)" : "",
+              options.fuse_qkv_prep ? "fused" : "apart", b->modules_->summary(),
               remembered);
     return std::unique_ptr<ir::Backend>(std::move(b));
   }

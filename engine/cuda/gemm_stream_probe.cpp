@@ -59,21 +59,12 @@ Result<bool> gemm_stream_faster(const Device& device, const KernelModules& modul
   return algos.verdict_memo(key, [&]() -> Result<bool> {
     constexpr int kRuns = 15;
     const size_t w_bytes = size_t{shape.n} * shape.k * dt_size(shape.ab);
-    // The real weight first, then copies of it (their bits do not matter, their bytes do).
-    const size_t copies = rotation_copies(w_bytes);
-    std::vector<DeviceBuffer> extra;
+    // The real weight first, then copies of it (their bits do not matter, their bytes do). A device too full for
+    // every copy times on fewer (the L2 then flatters both alike) rather than failing a plan.
+    TANDEM_ASSIGN(const std::vector<DeviceBuffer> extra,
+                  device_copies(device, w, w_bytes, rotation_copies(w_bytes) - 1, true));
     std::vector<const void*> ws{w};
-    for (size_t c = 1; c < copies; ++c) {
-      // A device too full for a copy times on fewer (the L2 then flatters both alike) rather than failing a plan.
-      Result<DeviceBuffer> b = DeviceBuffer::make(w_bytes, "a stream GEMM timing copy");
-      if (!b.ok()) {
-        (void)cudaGetLastError();  // the failed cudaMalloc's error must not surface at a later launch's check
-        break;
-      }
-      TANDEM_CUDA_CHECK(cudaMemcpyAsync(b->data(), w, w_bytes, cudaMemcpyDeviceToDevice, device.stream()));
-      ws.push_back(b->data());
-      extra.push_back(std::move(b).value());
-    }
+    for (const DeviceBuffer& b : extra) ws.push_back(b.data());
     std::mt19937 rng(0x7173);  // random operands: timing on zeros can flatter a kernel (METHOD.md)
     TANDEM_ASSIGN(DeviceBuffer a, random_device_buffer(device, size_t{rows} * shape.k, shape.ab, 1.0f, rng));
     TANDEM_ASSIGN(DeviceBuffer out, random_device_buffer(device, size_t{rows} * shape.n, shape.out, 1.0f, rng));

@@ -62,12 +62,26 @@ size_t rotation_copies(size_t bytes) {
 }
 
 Result<std::vector<DeviceBuffer>> rotation(const Device& device, DeviceBuffer first, size_t bytes, size_t copies) {
+  TANDEM_ASSIGN(std::vector<DeviceBuffer> rest,
+                device_copies(device, first.data(), bytes, copies > 0 ? copies - 1 : 0, false));
   std::vector<DeviceBuffer> out;
   out.push_back(std::move(first));
-  for (size_t i = 1; i < copies; ++i) {
-    TANDEM_ASSIGN(DeviceBuffer c, DeviceBuffer::make(bytes, "a study weight copy"));
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.data(), out[0].data(), bytes, cudaMemcpyDeviceToDevice, device.stream()));
-    out.push_back(std::move(c));
+  for (DeviceBuffer& c : rest) out.push_back(std::move(c));
+  return out;
+}
+
+Result<std::vector<DeviceBuffer>> device_copies(const Device& device, const void* src, size_t bytes, size_t count,
+                                                bool best_effort) {
+  std::vector<DeviceBuffer> out;
+  for (size_t i = 0; i < count; ++i) {
+    Result<DeviceBuffer> c = DeviceBuffer::make(bytes, "a weight copy");
+    if (!c.ok()) {
+      if (!best_effort) return std::move(c).error();
+      (void)cudaGetLastError();  // the failed cudaMalloc's error must not surface at a later launch's check
+      break;
+    }
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c->data(), src, bytes, cudaMemcpyDeviceToDevice, device.stream()));
+    out.push_back(std::move(c).value());
   }
   TANDEM_TRY(device.synchronize());
   return out;

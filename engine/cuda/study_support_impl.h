@@ -1,6 +1,7 @@
 // What every kernel study (study.cpp, study_qgemm.cpp, study_split.cpp) sets up around the step it
 // times: host vectors on the device and back, token-row locations on bare buffers, and a batch's index
-// with the StepContext its steps are made with. Diagnostics only: no plan uses them.
+// with the StepContext its steps are made with. Diagnostics, and the streaming GEMM's probes at lowering
+// (gemm_stream_probe.cpp): no plan runs them.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,10 @@ Result<std::vector<unsigned char>> download_bytes(const Device& device, const De
 // `first` itself (the others device-to-device copies of it: the bits do not matter, the bytes do).
 size_t rotation_copies(size_t bytes);
 Result<std::vector<DeviceBuffer>> rotation(const Device& device, DeviceBuffer first, size_t bytes, size_t copies);
+// `count` new buffers each holding a copy of `bytes` at `src` (device memory), the copies finished. With
+// best_effort, as many as fit: the first allocation that fails ends the list instead of failing the call.
+Result<std::vector<DeviceBuffer>> device_copies(const Device& device, const void* src, size_t bytes, size_t count,
+                                                bool best_effort);
 
 // Token rows of `width` elements of `type` at the start of `b`.
 Loc token_loc(const DeviceBuffer& b, uint32_t width, Dt type, const char* name);
