@@ -7,10 +7,13 @@
 // hardware's to say: lowering runs both on a probe and takes this kernel only where they are (gemm_impl.h), and
 // with timing on only where it is also faster.
 //
-// Fourth form (PERF_NOTES "The streaming GEMM, fourth form"): the third form's register ring, with each weight
-// row read 64 contiguous bytes at a time. A lane loads 16 bytes (8 k) of its row for a pair of steps; one shuffle
-// with lane t ^ 2 leaves each lane 4 k of each step, a permutation within the step (the activations take it
-// alike) that the H100 and H200 showed gives the same bits: lanes 0..3 hold k 0-3, 8-11, 4-7, 12-15 of a step.
+// Fifth form (PERF_NOTES "The streaming GEMM, fifth form"): the fourth form's register ring of weights, each
+// weight row read 64 contiguous bytes at a time (a lane loads 16 bytes, 8 k, of its row for a pair of steps; one
+// shuffle with lane t ^ 2 leaves each lane 4 k of each step, a permutation within the step that the activations
+// take alike and that the H100 and H200 showed gives the same bits: lanes 0..3 hold k 0-3, 8-11, 4-7, 12-15 of a
+// step). The activations are no longer a second register ring: the fourth form halved that ring and ran ~2x
+// slower where warps are few, so its round trips bound the chain. Each warp now copies its slice of the bucket's
+// rows into shared memory once, before its chain, and the chain reads them there.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
@@ -19,9 +22,7 @@ using tandem::kernels::choice::shfl_xor_bits;
 namespace {
 
 constexpr unsigned kPairs = kGemmStreamDepth / 2;  // pairs of weight steps in flight per lane
-constexpr unsigned kRowDepth = 4;                  // activation steps in flight per lane (8 spills)
-static_assert(kGemmStreamDepth % 2 == 0 && (2 * kPairs) % kRowDepth == 0,
-              "a pair's activation slots are its steps modulo kRowDepth");
+static_assert(kGemmStreamDepth % 2 == 0, "the ring holds whole pairs of steps");
 
 // A pair of k16 steps of the tile's rows g and g + 8 for this lane, as loaded: 8 k of each row.
 struct PairLoad {
@@ -75,31 +76,37 @@ TK_DEV void gemm_stream(const GemmStreamArgs& a) {
   wait_prior_grids();
   const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.rows, kGemmStreamRows));
   const unsigned groups = (here + 7) / 8;
-  // This lane's 4 k of step s start at 16 s + 8 (t & 1) + 4 (t >> 1), as split_pair leaves the weights.
-  const unsigned char* x =
-      static_cast<const unsigned char*>(a.a) + k_begin * 2ull + 16ull * (t & 1u) + 8ull * (t >> 1);
-  const unsigned char* x0 = x + min_u(g, here - 1) * row_bytes;  // here > 0 wherever they are read
-  const unsigned char* x1 = x + min_u(g + 8, here - 1) * row_bytes;
-  U2 xs[kRowDepth][2] = {};
-  auto load_rows = [&](unsigned s, unsigned slot) {
-    xs[slot][0] = *reinterpret_cast<const U2*>(x0 + 32ull * s);
-    if (groups > 1) xs[slot][1] = *reinterpret_cast<const U2*>(x1 + 32ull * s);
-  };
+  // The warp's slice of the real rows into its part of shared memory (rows kGemmStreamRowPad bytes longer than the
+  // slice, so the 8 rows of a step's reads fall in distinct banks), in 16-byte copies, once.
+  const unsigned stride = a.slice_k * 2 + kGemmStreamRowPad;
+  unsigned char* xs = dynamic_smem() + warp * a.rows * stride;
+  const unsigned chunks = (k_end - k_begin) / 8;  // 16-byte pieces of a row's slice
+  const unsigned char* x = static_cast<const unsigned char*>(a.a) + k_begin * 2ull;
+  for (unsigned c = lane; c < here * chunks; c += 32) {
+    const unsigned r = c / chunks, piece = c % chunks;
+    cp_async16(xs + r * stride + piece * 16, x + r * row_bytes + piece * 16ull, true);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncwarp();
+  // This lane's 4 k of step s start at 16 s + 8 (t & 1) + 4 (t >> 1), as split_pair leaves the weights. Rows past
+  // the real ones read the last real row: they feed only outputs that are not stored.
+  const unsigned lane_k = 16u * (t & 1u) + 8u * (t >> 1);
+  const unsigned char* x0 = xs + min_u(g, here - 1) * stride + lane_k;  // here > 0 wherever they are read
+  const unsigned char* x1 = xs + min_u(g + 8, here - 1) * stride + lane_k;
   float acc[4][4] = {};
-  auto step = [&](const RowStep& r0, const RowStep& r8, unsigned slot) {
+  auto step = [&](const RowStep& r0, const RowStep& r8, unsigned s) {
     const unsigned af[4] = {r0.lo, r8.lo, r0.hi, r8.hi};
-    const unsigned b0[2] = {xs[slot][0].x, xs[slot][0].y};
+    const U2 v0 = *reinterpret_cast<const U2*>(x0 + 32u * s);
+    const unsigned b0[2] = {v0.x, v0.y};
     mma_16816_t(acc[0], af, b0, T{});
     if (groups > 1) {  // block-uniform
-      const unsigned b1[2] = {xs[slot][1].x, xs[slot][1].y};
+      const U2 v1 = *reinterpret_cast<const U2*>(x1 + 32u * s);
+      const unsigned b1[2] = {v1.x, v1.y};
       mma_16816_t(acc[1], af, b1, T{});
     }
   };
   if (here > 0) {  // block-uniform
-#pragma unroll
-    for (unsigned u = 0; u < kRowDepth; ++u) {
-      if (u < steps) load_rows(u, u);
-    }
     for (unsigned base = 0; base < pairs; base += kPairs) {
 #pragma unroll
       for (unsigned u = 0; u < kPairs; ++u) {
@@ -110,13 +117,8 @@ TK_DEV void gemm_stream(const GemmStreamArgs& a) {
         split_pair(ws[u].g8, low_lane, a8, b8);
         // The slot just split is refilled with the pair kPairs ahead.
         if (p + kPairs < pairs) ws[u] = load_pair(p + kPairs);
-        const unsigned s = 2 * p, slot = (2 * u) % kRowDepth;
-        step(a0, a8, slot);
-        if (s + kRowDepth < steps) load_rows(s + kRowDepth, slot);
-        if (s + 1 < steps) {  // warp-uniform
-          step(b0, b8, slot + 1);
-          if (s + 1 + kRowDepth < steps) load_rows(s + 1 + kRowDepth, slot + 1);
-        }
+        step(a0, a8, 2 * p);
+        if (2 * p + 1 < steps) step(b0, b8, 2 * p + 1);  // warp-uniform
       }
     }
   }

@@ -18,15 +18,16 @@ namespace tandem::cuda {
 
 Result<bool> gemm_stream_same_bits(const Device& device, const KernelModules& modules, GemmAlgos& algos,
                                    const GemmShape& shape, const cublasLtMatmulAlgo_t& reference, const void* w) {
+  const uint32_t rows = gemm_stream_max_rows(shape.k, shape.splits);
   if (!gemm_stream_supported(shape.k, shape.splits, shape.ab, shape.out, shape.accumulate).ok() ||
-      (shape.epilogue != LtEpilogue::kNone)) {
+      (shape.epilogue != LtEpilogue::kNone) || rows == 0) {
     return false;
   }
   // The verdict holds for this source of the kernel: an edit of gemm_stream.cu (or the headers) probes again.
   std::string key = shape.describe() + " stream " + modules.source_key("gemm_stream.cu");
   key.append(reinterpret_cast<const char*>(&reference), sizeof(reference));  // INVARIANT: plain bytes
   return algos.verdict_memo(key, [&]() -> Result<bool> {
-    const uint32_t rows = kernels::kGemmStreamRows;
+    // As many rows as its shared memory stages (16 where it can): a row's bits do not depend on the others.
     // Fixed noise for the input and (accumulating shapes) the output's prior contents, as same_bits uses.
     std::mt19937 rng(0x5eed);
     const std::vector<unsigned char> a_host = random_host_bytes(size_t{rows} * shape.k, shape.ab, 1.0f, rng);

@@ -42,6 +42,10 @@ uint32_t kernel_dynamic_smem(KernelId id) {
     case KernelId::attention_tc2_f32_f32:
     case KernelId::attention_tc2s_f32_f16: return kernels::kTc2SmemBytes;
     case KernelId::attention_tc2_f32_f16: return kernels::kTc2SmemBytesOneStage;
+    case KernelId::gemm_stream_f16_f32:
+    case KernelId::gemm_stream_f16_f16:
+    case KernelId::gemm_stream_bf16_f32:
+    case KernelId::gemm_stream_bf16_bf16: return kernels::kGemmStreamSmemMax;
     default: return 0;
   }
 }

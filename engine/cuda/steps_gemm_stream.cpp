@@ -1,5 +1,6 @@
 // The streaming GEMM's launcher (steps_impl.h, kernels/gemm_stream.cu): entry by operand and output type, the
-// K split as the caller's cuBLASLt shape has it, shapes and alignment checked here at lowering.
+// K split as the caller's cuBLASLt shape has it, the staged rows' shared memory by the bucket's rows, shapes and
+// alignment checked here at lowering.
 #include <algorithm>
 #include <cstdint>
 
@@ -18,6 +19,17 @@ Status gemm_stream_supported(uint32_t k, uint32_t splits, Dt ab, Dt out, bool ac
   return {};
 }
 
+uint64_t gemm_stream_smem(uint32_t k, uint32_t splits, uint32_t rows) {
+  const uint64_t slice_k = ((uint64_t{k} + splits - 1) / splits + 15) / 16 * 16;
+  return uint64_t{splits} * rows * (slice_k * 2 + kernels::kGemmStreamRowPad);
+}
+
+uint32_t gemm_stream_max_rows(uint32_t k, uint32_t splits) {
+  uint32_t rows = kernels::kGemmStreamRows;
+  while (rows > 0 && gemm_stream_smem(k, splits, rows) > kernels::kGemmStreamSmemMax) --rows;
+  return rows;
+}
+
 Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Loc& out, const void* w, uint32_t splits,
                                     bool accumulate) {
   const std::string what = a.describe() + " to " + out.describe();
@@ -31,6 +43,12 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
   if (rows > kernels::kGemmStreamRows) {
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} bucket rows (at most {})", what, rows,
                        static_cast<unsigned>(kernels::kGemmStreamRows));
+  }
+  const uint32_t staged = std::max<uint32_t>(rows, 1);
+  if (gemm_stream_smem(a.width, splits, staged) > kernels::kGemmStreamSmemMax) {
+    return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} rows of k {} in {} slices need {} bytes of shared "
+                       "memory (at most {}; gemm_stream_max_rows)", what, staged, a.width, splits,
+                       gemm_stream_smem(a.width, splits, staged), static_cast<unsigned>(kernels::kGemmStreamSmemMax));
   }
   if (Status st = mma_gemm_supported("gemm_stream", a.type, out.type, accumulate, a.ptr, out.ptr, w); !st.ok()) {
     return std::move(st).error().context(what);
@@ -48,10 +66,11 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} column tiles (limit 65535)", what, s.grid.y);
   }
   s.block = dim3(splits * 32);
+  s.smem = static_cast<uint32_t>(gemm_stream_smem(a.width, splits, staged));
   // INVARIANT: a, out and w are arena values and a weight sized at lowering for the bucket's rows (a [rows, k],
   // out [rows, n], w [n, k]) at the types checked above; the kernel touches real rows only.
   s.args = kernels::GemmStreamArgs{out.ptr,   a.ptr,  w,       c.ix.n,     a.kind(),   a.width, out.width,
-                                   splits,    slice_k, accumulate ? 1u : 0u, std::max<uint32_t>(rows, 1)};
+                                   splits,    slice_k, accumulate ? 1u : 0u, staged};
   return s;
 }
 

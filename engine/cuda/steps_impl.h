@@ -209,6 +209,10 @@ Result<KernelStep> gemm_decode_step(const StepContext& c, const Loc& a, const Lo
 // up to kernels::kGemmStreamRows rows of f16/bf16 operands, K in `splits` slices (1, 2 or 4) of k / splits
 // (rounded up to 16), as cuBLASLt splits it. Whether its bits equal cuBLASLt's is for a probe to say.
 Status gemm_stream_supported(uint32_t k, uint32_t splits, Dt ab, Dt out, bool accumulate);
+// The shared memory a block stages `rows` rows of its slices in, and the most rows that fit kGemmStreamSmemMax
+// (0: none; 1..16): a bucket of more rows stays on cuBLASLt.
+uint64_t gemm_stream_smem(uint32_t k, uint32_t splits, uint32_t rows);
+uint32_t gemm_stream_max_rows(uint32_t k, uint32_t splits);
 Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Loc& out, const void* w, uint32_t splits,
                                     bool accumulate);
 

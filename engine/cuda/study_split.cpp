@@ -198,7 +198,9 @@ Result<std::vector<SplitStudy>> study_gemm_splits(const Device& device, const Ke
   // The streaming GEMM (kernels/gemm_stream.cu) at up to 16 rows on production's K split.
   if (gemm_stream_supported(shape.k, decoder.splits, shape.ab, shape.out, shape.accumulate).ok()) {
     const auto stream = [&](uint32_t m, size_t copy) -> Result<Launcher> {
-      if (m > kernels::kGemmStreamRows) return Error::make(ErrorKind::kUnsupported, "past the streaming rows");
+      if (m > gemm_stream_max_rows(shape.k, decoder.splits)) {
+        return Error::make(ErrorKind::kUnsupported, "past the streaming rows");
+      }
       TANDEM_ASSIGN(StudyBatch sb, one_sequence(device, m));
       auto keep = std::make_shared<DeviceBuffer>(std::move(sb.index));
       const Loc a = token_loc(o.a, shape.k, shape.ab, "a"), y = token_loc(o.out, shape.n, shape.out, "out");

@@ -50,7 +50,7 @@ TEST_F(GemmStreamTest, MatchesFloat64) {
       cases.push_back({{1, 4096, 6144, ab, ab, false, false}, 1});
       cases.push_back({{16, 4096, 4096, ab, Dt::kF32, true, false}, 2});
       cases.push_back({{3, 4096, 24576, ab, ab, false, false}, 1});
-      cases.push_back({{9, 12288, 4096, ab, Dt::kF32, true, false}, 2});
+      cases.push_back({{6, 12288, 4096, ab, Dt::kF32, true, false}, 2});  // a bucket of 8: the most it stages
       cases.push_back({{1, 4096, 151936, ab, Dt::kF32, false, false}, 1});
       cases.push_back({{5, 272, 40, ab, ab, false, false}, 4});
     }
@@ -103,6 +103,22 @@ TEST_F(GemmStreamTest, RefusesWhatItCannotRun) {
                                make_loc(od, ir::Rows::kTokens, 16, Dt::kF32, "out"), o.wd.data(), 1, false);
   ASSERT_FALSE(step.ok());
   EXPECT_NE(step.error().message().find("17 bucket rows (at most 16)"), std::string::npos) << step.error().message();
+  // So is one whose rows of its K slices would not fit the shared memory they are staged in: 9 rows of k 12,288 in
+  // two slices (221 KB); 8 rows fit (197 KB), and the lowering's limit says the same.
+  EXPECT_EQ(gemm_stream_max_rows(12288, 2), 8u);
+  EXPECT_EQ(gemm_stream_max_rows(4096, 1), 16u);
+  EXPECT_EQ(gemm_stream_smem(12288, 2, 8), uint64_t{2} * 8 * (6144 * 2 + kernels::kGemmStreamRowPad));
+  const uint32_t long_k = 12288;
+  GemmCase l{9, long_k, 16, Dt::kBF16, Dt::kF32, false, false};
+  const GemmOperandsHost lo = make_operands(l, rng);
+  const auto nine = rows_batch(9, 9);
+  DeviceBuffer lod = typed_buffer(std::vector<float>(size_t{9} * 16, kSentinel), Dt::kF32);
+  step = gemm_stream_step(nine->ctx, make_loc(lo.ad, ir::Rows::kTokens, long_k, Dt::kBF16, "a"),
+                          make_loc(lod, ir::Rows::kTokens, 16, Dt::kF32, "out"), lo.wd.data(), 2, false);
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.error().message().find("9 rows of k 12288 in 2 slices need 221760 bytes of shared memory"),
+            std::string::npos)
+      << step.error().message();
 }
 
 size_t stream_steps(const CudaPlan& plan) {
