@@ -441,7 +441,7 @@ struct GemmDecodeArgs {
 enum : unsigned {
   kGemmStreamWarps = 4,  // the most K slices
   kGemmStreamRows = 16,
-  kGemmStreamDepth = 24,           // k16 steps of weights in flight per lane (512 bytes a step per warp)
+  kGemmStreamDepth = 32,           // k16 steps of weights in flight per lane (512 bytes a step per warp)
   kGemmStreamRowPad = 32,          // a staged row's extra bytes: 8 rows' 8-byte reads of a step in distinct banks
   kGemmStreamSmemMax = 200 * 1024  // a block's staged rows at most (16 rows of k 4096 take 132 KB)
 };

@@ -7,80 +7,60 @@
 // hardware's to say: lowering runs both on a probe and takes this kernel only where they are (gemm_impl.h), and
 // with timing on only where it is also faster.
 //
-// Fifth form (PERF_NOTES "The streaming GEMM, fifth form"): the fourth form's register ring of weights, each
-// weight row read 64 contiguous bytes at a time (a lane loads 16 bytes, 8 k, of its row for a pair of steps; one
-// shuffle with lane t ^ 2 leaves each lane 4 k of each step, a permutation within the step that the activations
-// take alike and that the H100 and H200 showed gives the same bits: lanes 0..3 hold k 0-3, 8-11, 4-7, 12-15 of a
-// step). The activations are no longer a second register ring: the fourth form halved that ring and ran ~2x
-// slower where warps are few, so its round trips bound the chain. Each warp now copies its slice of the bucket's
-// rows into shared memory once, before its chain, and the chain reads them there.
+// Sixth form (PERF_NOTES "The streaming GEMM, sixth form"): Nsight Compute on the fifth form found a warp issuing
+// ~40 instructions a step at ~8 cycles each, its stalls on register moves that waited for loads: a load under a
+// condition (a ring slot refilled only while steps remain, a lane's half of a pair) merges with the old value, and
+// the merge waits for the load. So every load here is unconditional (at the slice's end the address is clamped to
+// its last step, whose bytes are read again and never used), the steady rounds address by constants from a moving
+// pointer, and there is no shuffle: lane t loads 8 bytes, k 4t..4t+3 of its rows g and g + 8 for each step (the
+// third form's permutation within the step, which the H100 and H200 showed gives the same bits). Each warp stages
+// its slice of the bucket's rows in shared memory once (the fifth form's), in the same permutation.
 #include "prelude.cuh"
 
 using namespace tandem::kernels;
-using tandem::kernels::choice::shfl_xor_bits;
 
 namespace {
 
-constexpr unsigned kPairs = kGemmStreamDepth / 2;  // pairs of weight steps in flight per lane
-static_assert(kGemmStreamDepth % 2 == 0, "the ring holds whole pairs of steps");
+constexpr unsigned kDepth = kGemmStreamDepth;  // weight steps in flight per lane
 
-// A pair of k16 steps of the tile's rows g and g + 8 for this lane, as loaded: 8 k of each row.
-struct PairLoad {
-  U4 g0, g8;
+// One k16 step of the tile's rows g and g + 8 for this lane: k 4t..4t+3 of each.
+struct WeightStep {
+  U2 g0, g8;
 };
 
-// One step's fragment of one row for this lane: 4 k in two registers.
-struct RowStep {
-  unsigned lo, hi;
-};
-
-// Lane t loaded k 8t..8t+7 of the pair: lanes 0, 1 the first step's, lanes 2, 3 the second's. Each hands
-// half of it to lane t ^ 2 and keeps the other half.
-TK_DEV void split_pair(const U4& v, bool low_lane, RowStep& first, RowStep& second) {
-  const unsigned r0 = shfl_xor_bits(low_lane ? v.z : v.x, 2), r1 = shfl_xor_bits(low_lane ? v.w : v.y, 2);
-  first = low_lane ? RowStep{v.x, v.y} : RowStep{r0, r1};
-  second = low_lane ? RowStep{r0, r1} : RowStep{v.z, v.w};
+TK_DEV WeightStep load_step(const unsigned char* w0, const unsigned char* w8, unsigned long long off) {
+  return {*reinterpret_cast<const U2*>(w0 + off), *reinterpret_cast<const U2*>(w8 + off)};
 }
 
 template <class T, class Out>
 TK_DEV void gemm_stream(const GemmStreamArgs& a) {
   __shared__ float part[kGemmStreamWarps][16][kGemmStreamRows + 1];
   const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const bool low_lane = t < 2;
   const unsigned col0 = blockIdx.y * 16;  // INVARIANT: col0 < cols (grid y is the tile count)
   const unsigned long long row_bytes = static_cast<unsigned long long>(a.k) * 2;
   const unsigned k_begin = min_u(a.k, warp * a.slice_k), k_end = min_u(a.k, k_begin + a.slice_k);
   const unsigned steps = (k_end - k_begin) / 16;  // warp-uniform; k and slice_k are multiples of 16
-  const unsigned pairs = (steps + 1) / 2;
+  const unsigned last = steps > 0 ? steps - 1 : 0;
   // Columns past the real ones read the last real column's row: an A row feeds only its own output column, which
   // is not stored. Likewise activation rows past the real ones read the last real row.
-  const unsigned char* w = static_cast<const unsigned char*>(a.w);
-  const unsigned char* w0 = w + min_u(col0 + g, a.cols - 1) * row_bytes + k_begin * 2ull + 16ull * t;
-  const unsigned char* w8 = w + min_u(col0 + g + 8, a.cols - 1) * row_bytes + k_begin * 2ull + 16ull * t;
-  // A slice of an odd step count ends on half a pair: lanes 2 and 3 would read past it (past the row at its end).
-  auto load_pair = [&](unsigned p) {
-    PairLoad v{};
-    if (low_lane || 2 * p + 1 < steps) {
-      v.g0 = *reinterpret_cast<const U4*>(w0 + 64ull * p);
-      v.g8 = *reinterpret_cast<const U4*>(w8 + 64ull * p);
-    }
-    return v;
-  };
+  const unsigned char* w = static_cast<const unsigned char*>(a.w) + k_begin * 2ull + 8ull * t;
+  const unsigned char* w0 = w + min_u(col0 + g, a.cols - 1) * row_bytes;
+  const unsigned char* w8 = w + min_u(col0 + g + 8, a.cols - 1) * row_bytes;
   // The first weights go out before the kernel ahead has finished (programmatic dependent launch): they are
   // constants. Its outputs (this kernel's rows, the index) only after the wait.
-  PairLoad ws[kPairs] = {};
+  WeightStep ws[kDepth];
+  if (steps > 0) {  // warp-uniform: a slice past k has none
 #pragma unroll
-  for (unsigned u = 0; u < kPairs; ++u) {
-    if (u < pairs) ws[u] = load_pair(u);
+    for (unsigned u = 0; u < kDepth; ++u) ws[u] = load_step(w0, w8, 32ull * min_u(u, last));
   }
   wait_prior_grids();
   const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.rows, kGemmStreamRows));
   const unsigned groups = (here + 7) / 8;
   // The warp's slice of the real rows into its part of shared memory (rows kGemmStreamRowPad bytes longer than the
-  // slice, so the 8 rows of a step's reads fall in distinct banks), in 16-byte copies, once.
+  // slice), in 16-byte copies, once.
   const unsigned stride = a.slice_k * 2 + kGemmStreamRowPad;
   unsigned char* xs = dynamic_smem() + warp * a.rows * stride;
-  const unsigned chunks = (k_end - k_begin) / 8;  // 16-byte pieces of a row's slice
+  const unsigned chunks = steps * 2;  // 16-byte pieces of a row's slice
   const unsigned char* x = static_cast<const unsigned char*>(a.a) + k_begin * 2ull;
   for (unsigned c = lane; c < here * chunks; c += 32) {
     const unsigned r = c / chunks, piece = c % chunks;
@@ -89,36 +69,40 @@ TK_DEV void gemm_stream(const GemmStreamArgs& a) {
   cp_async_commit();
   cp_async_wait<0>();
   __syncwarp();
-  // This lane's 4 k of step s start at 16 s + 8 (t & 1) + 4 (t >> 1), as split_pair leaves the weights. Rows past
-  // the real ones read the last real row: they feed only outputs that are not stored.
-  const unsigned lane_k = 16u * (t & 1u) + 8u * (t >> 1);
-  const unsigned char* x0 = xs + min_u(g, here - 1) * stride + lane_k;  // here > 0 wherever they are read
-  const unsigned char* x1 = xs + min_u(g + 8, here - 1) * stride + lane_k;
+  const unsigned char* x0 = xs + min_u(g, here - 1) * stride + 8 * t;  // here > 0 wherever they are read
+  const unsigned char* x8 = xs + min_u(g + 8, here - 1) * stride + 8 * t;
   float acc[4][4] = {};
-  auto step = [&](const RowStep& r0, const RowStep& r8, unsigned s) {
-    const unsigned af[4] = {r0.lo, r8.lo, r0.hi, r8.hi};
-    const U2 v0 = *reinterpret_cast<const U2*>(x0 + 32u * s);
-    const unsigned b0[2] = {v0.x, v0.y};
+  auto step = [&](const WeightStep& v, unsigned s) {
+    const unsigned af[4] = {v.g0.x, v.g8.x, v.g0.y, v.g8.y};
+    const U2 r0 = *reinterpret_cast<const U2*>(x0 + 32u * s);
+    const unsigned b0[2] = {r0.x, r0.y};
     mma_16816_t(acc[0], af, b0, T{});
     if (groups > 1) {  // block-uniform
-      const U2 v1 = *reinterpret_cast<const U2*>(x1 + 32u * s);
-      const unsigned b1[2] = {v1.x, v1.y};
+      const U2 r8 = *reinterpret_cast<const U2*>(x8 + 32u * s);
+      const unsigned b1[2] = {r8.x, r8.y};
       mma_16816_t(acc[1], af, b1, T{});
     }
   };
   if (here > 0) {  // block-uniform
-    for (unsigned base = 0; base < pairs; base += kPairs) {
+    unsigned base = 0;
+    // Steady rounds: every refill (step s + kDepth) is a real step, addressed by a constant from the round's pointer.
+    const unsigned char* p0 = w0 + 32ull * kDepth;
+    const unsigned char* p8 = w8 + 32ull * kDepth;
+    for (; base + 2 * kDepth <= steps; base += kDepth, p0 += 32ull * kDepth, p8 += 32ull * kDepth) {
 #pragma unroll
-      for (unsigned u = 0; u < kPairs; ++u) {
-        const unsigned p = base + u;
-        if (p >= pairs) break;  // warp-uniform
-        RowStep a0, a8, b0, b8;
-        split_pair(ws[u].g0, low_lane, a0, b0);
-        split_pair(ws[u].g8, low_lane, a8, b8);
-        // The slot just split is refilled with the pair kPairs ahead.
-        if (p + kPairs < pairs) ws[u] = load_pair(p + kPairs);
-        step(a0, a8, 2 * p);
-        if (2 * p + 1 < steps) step(b0, b8, 2 * p + 1);  // warp-uniform
+      for (unsigned u = 0; u < kDepth; ++u) {
+        step(ws[u], base + u);
+        ws[u] = load_step(p0, p8, 32ull * u);
+      }
+    }
+    // The last rounds: refills past the slice read its last step again (never used).
+    for (; base < steps; base += kDepth) {
+#pragma unroll
+      for (unsigned u = 0; u < kDepth; ++u) {
+        const unsigned s = base + u;
+        if (s >= steps) break;  // warp-uniform
+        step(ws[u], s);
+        ws[u] = load_step(w0, w8, 32ull * min_u(s + kDepth, last));
       }
     }
   }

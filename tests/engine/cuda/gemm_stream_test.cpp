@@ -3,6 +3,7 @@
 // padding rows untouched; a row's bits the same alone and in any row count; the limits refused by name; decoder
 // plans of up to 16 rows run it where its probe finds cuBLASLt's bits (on the emulator: everywhere) and, with
 // timing on, only where it was also timed faster; the timed verdict remembered.
+#include <algorithm>
 #include <cstring>
 
 #include "engine/cuda/gemm_stream_probe_impl.h"
@@ -37,8 +38,8 @@ TEST_F(GemmStreamTest, MatchesFloat64) {
   std::vector<StreamCase> cases;
   for (Dt ab : {Dt::kBF16, Dt::kF16}) {
     if (emulated()) {
-      // Small n keeps the emulator quick. Slices of fewer steps than the register ring holds (4, 8 or 9 of 16),
-      // several rounds of it (64 steps), and odd step counts (9, 49) that end on half a pair of steps.
+      // Small n keeps the emulator quick. Slices of fewer steps than the register ring holds (4, 8, 9 or 49 of 32:
+      // only the clamped last rounds), and 64 steps (a steady round of constant addresses, then the last).
       cases.push_back({{1, 64, 48, ab, Dt::kF32, false, false}, 1});
       cases.push_back({{4, 784, 24, ab, Dt::kF32, true, false}, 1});
       cases.push_back({{3, 272, 40, ab, ab, false, false}, 2});
@@ -61,7 +62,9 @@ TEST_F(GemmStreamTest, MatchesFloat64) {
     const std::vector<double> want = float64_gemm(c, o);
     const uint32_t bucket = std::min<uint32_t>(c.m + 2, kernels::kGemmStreamRows);  // padding keeps the sentinel
     const std::vector<float> got = run_stream(s, o, 0, c.m, std::max(bucket, c.m));
-    expect_rows(got, want, c.m, c.n, 2e-5 + storage_tolerance(c.out), fmt::format("{} split {}", describe(c), s.splits));
+    // The chain rounds once a 16-k step: its error bound grows with k (down's k 12,288 reaches ~2.3e-5).
+    const double chain = 2e-5 * std::max(1.0, c.k / 4096.0);
+    expect_rows(got, want, c.m, c.n, chain + storage_tolerance(c.out), fmt::format("{} split {}", describe(c), s.splits));
   }
 }
 
