@@ -59,7 +59,7 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
   } else {
     s.id = out.type == Dt::kF32 ? KernelId::gemm_stream_bf16_f32 : KernelId::gemm_stream_bf16_bf16;
   }
-  const uint32_t tiles = (out.width + 15) / 16;
+  const uint32_t tiles = (out.width + kernels::kGemmStreamCols - 1) / kernels::kGemmStreamCols;
   const uint32_t slice_k = ((a.width + splits - 1) / splits + 15) / 16 * 16;
   s.grid = dim3(1, tiles);
   if (s.grid.y > 65535) {
