@@ -444,7 +444,7 @@ enum : unsigned {
   kGemmStreamCols = 8,             // a block's tile of output columns
   kGemmStreamDepth = 32,           // k16 steps of weights in flight per lane (512 bytes a step per warp)
   kGemmStreamRowPad = 32,          // a staged row's extra bytes: 8 rows' 8-byte reads of a step in distinct banks
-  kGemmStreamSmemMax = 200 * 1024  // a block's staged rows at most (16 rows of k 4096 take 132 KB)
+  kGemmStreamSmemMax = 200 * 1024  // a block's staged rows at most (16 rows of k 4,096: 132 KB)
 };
 struct GemmStreamArgs {
   void* out;                 // [rows, cols] of the out type

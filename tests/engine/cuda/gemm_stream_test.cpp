@@ -64,7 +64,8 @@ TEST_F(GemmStreamTest, MatchesFloat64) {
     const std::vector<float> got = run_stream(s, o, 0, c.m, std::max(bucket, c.m));
     // The chain rounds once a 16-k step: its error bound grows with k (down's k 12,288 reaches ~2.3e-5).
     const double chain = 2e-5 * std::max(1.0, c.k / 4096.0);
-    expect_rows(got, want, c.m, c.n, chain + storage_tolerance(c.out), fmt::format("{} split {}", describe(c), s.splits));
+    expect_rows(got, want, c.m, c.n, chain + storage_tolerance(c.out),
+                fmt::format("{} split {}", describe(c), s.splits));
   }
 }
 
