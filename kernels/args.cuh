@@ -434,8 +434,8 @@ struct GemmDecodeArgs {
 // f16/bf16 operands, f32 accumulation in mma.sync m16n8k16 steps over K in natural order (16 k a step), one
 // chain per output and K slice, the slices summed in slice order, then the prior output: meant to give cuBLASLt's
 // bits for the same K split (lowering probes that before it uses it). A block is one tile of kGemmStreamCols
-// columns (grid y), a warp per K slice; each lane keeps kGemmStreamDepth steps of its weights in flight in registers, and each
-// warp reads its slice of the real rows from dynamic shared memory, where it copied them first: `rows` (the
+// columns (grid y), a warp per K slice; each lane keeps kGemmStreamDepth steps of its weights in flight in
+// registers, and each warp reads its slice of the real rows from dynamic shared memory, where it copied them first: `rows` (the
 // bucket's) rows of slice_k * 2 + kGemmStreamRowPad bytes a warp, at most kGemmStreamSmemMax a block (lowering
 // keeps to it, so a bucket of many rows of a long K stays on cuBLASLt). Rows past the real ones are never read.
 enum : unsigned {
