@@ -435,14 +435,15 @@ struct GemmDecodeArgs {
 // chain per output and K slice, the slices summed in slice order, then the prior output: meant to give cuBLASLt's
 // bits for the same K split (lowering probes that before it uses it). A block is one tile of kGemmStreamCols
 // columns (grid y), a warp per K slice; each lane keeps kGemmStreamDepth steps of its weights in flight in
-// registers, and each warp reads its slice of the real rows from dynamic shared memory, where it copied them first: `rows` (the
-// bucket's) rows of slice_k * 2 + kGemmStreamRowPad bytes a warp, at most kGemmStreamSmemMax a block (lowering
-// keeps to it, so a bucket of many rows of a long K stays on cuBLASLt). Rows past the real ones are never read.
+// registers, and each warp reads its slice of the real rows from dynamic shared memory, where it copied them
+// first: `rows` (the bucket's) rows of slice_k * 2 + kGemmStreamRowPad bytes a warp, at most kGemmStreamSmemMax a
+// block (lowering keeps to it, so a bucket of many rows of a long K stays on cuBLASLt). Rows past the real ones
+// are never read.
 enum : unsigned {
   kGemmStreamWarps = 4,  // the most K slices
   kGemmStreamRows = 16,
   kGemmStreamCols = 8,             // a block's tile of output columns
-  kGemmStreamDepth = 32,           // k16 steps of weights in flight per lane (512 bytes a step per warp)
+  kGemmStreamDepth = 32,           // k16 steps of weights in flight per lane (256 bytes a step per warp)
   kGemmStreamRowPad = 32,          // a staged row's extra bytes: 8 rows' 8-byte reads of a step in distinct banks
   kGemmStreamSmemMax = 200 * 1024  // a block's staged rows at most (16 rows of k 4,096: 132 KB)
 };
