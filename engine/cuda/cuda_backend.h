@@ -67,8 +67,8 @@ struct CudaOptions {
   // so a row's bits still do not depend on the bucket (TANDEM_CUDA_STREAM_GEMM=1), and, with gemm_timed, only
   // for the shapes and row counts where it was also timed faster than the bucket's cuBLASLt choice (remembered
   // with the GEMM choices). Off by default: on the H100 and H200 its bits match cuBLASLt's on every Qwen3-8B shape,
-  // but all four of its forms were 1.1-5x slower per GEMM at one row; the second, the least slow, is the one
-  // built (PERF_NOTES "The streaming GEMM, fourth form").
+  // but its first six forms were slower per GEMM at one row (the sixth by 1.09-1.57x), and the seventh, the one
+  // built, is untimed (PERF_NOTES "The streaming GEMM, seventh form").
   bool stream_gemm = false;
   // Streaming GEMMs start with programmatic dependent launch (sm_90): their first weights load while the kernel
   // ahead (an RMSNorm, SwiGLU, the attention's combine) still runs (TANDEM_CUDA_OVERLAP=0: plain launches).
