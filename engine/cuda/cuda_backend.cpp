@@ -52,7 +52,22 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_GEMM_TIMED", "0")) o.gemm_timed = false;
   if (env_is("TANDEM_CUDA_DECODE_GEMM", "1")) o.decode_gemm = true;
   if (env_is("TANDEM_CUDA_FUSE_QKV", "0")) o.fuse_qkv_prep = false;
-  if (env_is("TANDEM_CUDA_STREAM_GEMM", "1")) o.stream_gemm = true;
+  if (const char* v = std::getenv("TANDEM_CUDA_STREAM_GEMM"); v != nullptr && *v != '\0') {
+    const std::string_view s(v);
+    if (s != "0" && s != "1" && s != "untimed") {
+      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_STREAM_GEMM is '{}': 0, 1 or untimed", s);
+    }
+    o.stream_gemm = s != "0";
+    o.stream_gemm_timed = s != "untimed";
+  }
+  TANDEM_ASSIGN(const auto stream_rows, env_count("TANDEM_CUDA_STREAM_GEMM_ROWS", kernels::kGemmStreamRows,
+                                                  "1..16 rows"));
+  if (stream_rows) {
+    if (*stream_rows == 0) {
+      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_STREAM_GEMM_ROWS is '0': 1..16 rows");
+    }
+    o.stream_gemm_rows = *stream_rows;
+  }
   if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
   if (env_is("TANDEM_CUDA_QGEMM_PACKED", "0")) o.qgemm_packed = false;
   TANDEM_ASSIGN(const auto split_ctas, env_count("TANDEM_CUDA_SPLIT_CTAS", 4096, "0..4096 CTAs"));
@@ -101,7 +116,10 @@ class CudaBackend final : public ir::Backend {
               to_string(options.attention),
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
               options.decode_gemm ? "on" : "off", options.stream_gemm ? "on" : "off",
-              options.stream_gemm && options.overlap_launches ? " (overlapped launches)" : "",
+              !options.stream_gemm ? ""
+                                   : fmt::format(" (up to {} rows{}{})", options.stream_gemm_rows,
+                                                 options.stream_gemm_timed ? "" : ", untimed",
+                                                 options.overlap_launches ? ", overlapped launches" : ""),
               options.fuse_qkv_prep ? "fused" : "apart", b->modules_->summary(),
               remembered);
     return std::unique_ptr<ir::Backend>(std::move(b));
@@ -139,6 +157,8 @@ class CudaBackend final : public ir::Backend {
     po.fuse_qkv_prep = options_.fuse_qkv_prep;
     po.split_ctas = options_.decoder_split_ctas;
     po.stream_gemm = options_.stream_gemm;
+    po.stream_gemm_timed = options_.stream_gemm_timed;
+    po.stream_gemm_rows = options_.stream_gemm_rows;
     po.overlap_launches = options_.overlap_launches && device_->info().cc_major >= 9;
     po.qgemm_whole_k_rows = options_.qgemm_whole_k_rows;
     const Device::Lowering lowering(*device_);

@@ -70,6 +70,14 @@ struct CudaOptions {
   // but its first six forms were slower per GEMM at one row (the sixth by 1.09-1.57x), and the seventh, the one
   // built, is untimed (PERF_NOTES "The streaming GEMM, seventh form").
   bool stream_gemm = false;
+  // With stream_gemm: whether the timed verdict decides (TANDEM_CUDA_STREAM_GEMM=untimed: no, the bits alone
+  // do). The timing runs each kernel alone, so it cannot see what programmatic dependent launch gives the
+  // streaming GEMM inside a plan's graph (its first weights loaded while the kernel ahead runs); untimed, a
+  // decoder benchmark measures that.
+  bool stream_gemm_timed = true;
+  // With stream_gemm: the most bucket rows it runs (TANDEM_CUDA_STREAM_GEMM_ROWS=N, 1..16), e.g. 1 for decode
+  // steps only, where its staged rows cost least.
+  uint32_t stream_gemm_rows = 16;
   // Streaming GEMMs start with programmatic dependent launch (sm_90): their first weights load while the kernel
   // ahead (an RMSNorm, SwiGLU, the attention's combine) still runs (TANDEM_CUDA_OVERLAP=0: plain launches).
   bool overlap_launches = true;

@@ -230,5 +230,31 @@ TEST_F(GemmStreamTest, ATimedPlanRunsEachGemmOnOneOfThem) {
   EXPECT_EQ(stream_steps(*cp) + cp->gemms().size(), rt.gemm_ops);
 }
 
+// Untimed (TANDEM_CUDA_STREAM_GEMM=untimed), the bits alone decide even with GEMM timing on, so a decoder benchmark
+// can measure the kernel inside a plan's graph; the row limit keeps larger buckets on cuBLASLt. The emulator times
+// the kernel slower than its cuBLASLt at these shapes, so the timed plan of the test above would not stream them.
+TEST_F(GemmStreamTest, UntimedItRunsWhereverTheBitsAgreeUpToItsRows) {
+  const RoutingTarget rt = routing_target();
+  ASSERT_FALSE(rt.graph.ops.empty());
+  CudaOptions options;
+  options.precision = ir::Precision::kBF16;
+  options.stream_gemm = true;
+  options.stream_gemm_timed = false;
+  options.stream_gemm_rows = 1;
+  options.graphs = false;
+  auto backend = make_cuda_backend(options);
+  ASSERT_TRUE(backend.ok()) << backend.error().message();
+  const ir::Graph* graphs[] = {&rt.graph};
+  auto weights = (*backend)->upload(*rt.t.weights, graphs);
+  ASSERT_TRUE(weights.ok()) << weights.error().message();
+  for (const ir::Bucket& bucket : {ir::Bucket{1, 1, 1}, ir::Bucket{2, 1, 2}}) {
+    auto plan = (*backend)->lower(**weights, rt.graph, bucket);
+    ASSERT_TRUE(plan.ok()) << plan.error().message();
+    const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
+    ASSERT_NE(cp, nullptr);
+    EXPECT_EQ(stream_steps(*cp), bucket.tokens == 1 ? rt.gemm_ops : 0u) << ir::to_string(bucket);
+  }
+}
+
 }  // namespace
 }  // namespace tandem::cuda::test

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iterator>
 
 #include <fstream>
 #include <sstream>
@@ -36,7 +37,8 @@ TEST(CudaHost, MalformedCountsInTheEnvironmentAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
       {"TANDEM_CUDA_QGEMM_WHOLE_K_ROWS", "a row count (0: never)"},
       {"TANDEM_CUDA_SPLIT_CTAS", "0..4096 CTAs"},
-      {"TANDEM_CUDA_GEMM_TIERS", "0, 1 or a token count"}};
+      {"TANDEM_CUDA_GEMM_TIERS", "0, 1 or a token count"},
+      {"TANDEM_CUDA_STREAM_GEMM_ROWS", "1..16 rows"}};
   for (const auto& [name, takes] : cases) {
     for (const char* bad : {"sixty-four", "64x", "-1", "99999999999"}) {
       ASSERT_EQ(::setenv(name, bad, 1), 0);
@@ -46,6 +48,24 @@ TEST(CudaHost, MalformedCountsInTheEnvironmentAreRefusedByName) {
       EXPECT_EQ(b.error().kind(), ErrorKind::kInvalidArgument) << name << "=" << bad;
       EXPECT_EQ(b.error().message(), fmt::format("{} is '{}': {}", name, bad, takes));
     }
+  }
+}
+
+// The switches that take words refuse any other, and a row limit of 0 (which would turn the switch off unseen).
+TEST(CudaHost, MalformedSwitchesInTheEnvironmentAreRefusedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"TANDEM_CUDA_STREAM_GEMM", "yes"},
+      {"TANDEM_CUDA_STREAM_GEMM", "Untimed"},
+      {"TANDEM_CUDA_STREAM_GEMM_ROWS", "0"}};
+  const char* takes[] = {"0, 1 or untimed", "0, 1 or untimed", "1..16 rows"};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const auto& [name, bad] = cases[i];
+    ASSERT_EQ(::setenv(name, bad, 1), 0);
+    auto b = make_cuda_backend(CudaOptions{});
+    ::unsetenv(name);
+    ASSERT_FALSE(b.ok()) << name << "=" << bad;
+    EXPECT_EQ(b.error().kind(), ErrorKind::kInvalidArgument) << name << "=" << bad;
+    EXPECT_EQ(b.error().message(), fmt::format("{} is '{}': {}", name, bad, takes[i]));
   }
 }
 
