@@ -5,6 +5,8 @@
 // timing on, only where it was also timed faster; the timed verdict remembered.
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "engine/cuda/gemm_stream_probe_impl.h"
 #include "tests/engine/cuda/gemm_operands.h"
@@ -209,25 +211,49 @@ TEST_F(GemmStreamTest, TheTimedVerdictIsMeasuredOnceAndRemembered) {
   EXPECT_EQ(*remembered, *first) << "under a profiler a remembered verdict still holds";
 }
 
+// The routing target's plans at `buckets`, lowered by a BF16 backend with `options` (graphs off): each plan's
+// streaming GEMM steps and its cuBLASLt GEMMs. Empty (and a failure recorded) where a step fails.
+std::vector<std::pair<size_t, size_t>> routed(const RoutingTarget& rt, CudaOptions options,
+                                              std::initializer_list<ir::Bucket> buckets) {
+  options.precision = ir::Precision::kBF16;
+  options.stream_gemm = true;
+  options.graphs = false;
+  auto backend = make_cuda_backend(options);
+  if (!backend.ok()) {
+    ADD_FAILURE() << backend.error().message();
+    return {};
+  }
+  const ir::Graph* graphs[] = {&rt.graph};
+  auto weights = (*backend)->upload(*rt.t.weights, graphs);
+  if (!weights.ok()) {
+    ADD_FAILURE() << weights.error().message();
+    return {};
+  }
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const ir::Bucket& bucket : buckets) {
+    auto plan = (*backend)->lower(**weights, rt.graph, bucket);
+    if (!plan.ok()) {
+      ADD_FAILURE() << plan.error().message();
+      return {};
+    }
+    const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
+    if (cp == nullptr) {
+      ADD_FAILURE() << "not a CUDA plan";
+      return {};
+    }
+    out.emplace_back(stream_steps(*cp), cp->gemms().size());
+  }
+  return out;
+}
+
 // A timed decoder plan runs each GEMM on exactly one of the two, and on the streaming GEMM at most where its bits
 // agree: every GEMM op is either a stream step or a cuBLASLt GEMM of the plan.
 TEST_F(GemmStreamTest, ATimedPlanRunsEachGemmOnOneOfThem) {
   const RoutingTarget rt = routing_target();
   ASSERT_FALSE(rt.graph.ops.empty());
-  CudaOptions options;
-  options.precision = ir::Precision::kBF16;
-  options.stream_gemm = true;
-  options.graphs = false;
-  auto backend = make_cuda_backend(options);
-  ASSERT_TRUE(backend.ok()) << backend.error().message();
-  const ir::Graph* graphs[] = {&rt.graph};
-  auto weights = (*backend)->upload(*rt.t.weights, graphs);
-  ASSERT_TRUE(weights.ok()) << weights.error().message();
-  auto plan = (*backend)->lower(**weights, rt.graph, ir::Bucket{1, 1, 1});
-  ASSERT_TRUE(plan.ok()) << plan.error().message();
-  const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
-  ASSERT_NE(cp, nullptr);
-  EXPECT_EQ(stream_steps(*cp) + cp->gemms().size(), rt.gemm_ops);
+  const auto plans = routed(rt, CudaOptions{}, {ir::Bucket{1, 1, 1}});
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].first + plans[0].second, rt.gemm_ops);
 }
 
 // Untimed (TANDEM_CUDA_STREAM_GEMM=untimed), the bits alone decide even with GEMM timing on, so a decoder benchmark
@@ -237,23 +263,13 @@ TEST_F(GemmStreamTest, UntimedItRunsWhereverTheBitsAgreeUpToItsRows) {
   const RoutingTarget rt = routing_target();
   ASSERT_FALSE(rt.graph.ops.empty());
   CudaOptions options;
-  options.precision = ir::Precision::kBF16;
-  options.stream_gemm = true;
   options.stream_gemm_timed = false;
   options.stream_gemm_rows = 1;
-  options.graphs = false;
-  auto backend = make_cuda_backend(options);
-  ASSERT_TRUE(backend.ok()) << backend.error().message();
-  const ir::Graph* graphs[] = {&rt.graph};
-  auto weights = (*backend)->upload(*rt.t.weights, graphs);
-  ASSERT_TRUE(weights.ok()) << weights.error().message();
-  for (const ir::Bucket& bucket : {ir::Bucket{1, 1, 1}, ir::Bucket{2, 1, 2}}) {
-    auto plan = (*backend)->lower(**weights, rt.graph, bucket);
-    ASSERT_TRUE(plan.ok()) << plan.error().message();
-    const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
-    ASSERT_NE(cp, nullptr);
-    EXPECT_EQ(stream_steps(*cp), bucket.tokens == 1 ? rt.gemm_ops : 0u) << ir::to_string(bucket);
-  }
+  const auto plans = routed(rt, options, {ir::Bucket{1, 1, 1}, ir::Bucket{2, 1, 2}});
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[0].first, rt.gemm_ops) << "the 1-row bucket";
+  EXPECT_EQ(plans[1].first, 0u) << "the 2-row bucket";
+  EXPECT_EQ(plans[1].second, rt.gemm_ops) << "the 2-row bucket";
 }
 
 }  // namespace
