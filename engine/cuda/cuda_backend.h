@@ -67,8 +67,8 @@ struct CudaOptions {
   // so a row's bits still do not depend on the bucket (TANDEM_CUDA_STREAM_GEMM=1), and, with gemm_timed, only
   // for the shapes and row counts where it was also timed faster than the bucket's cuBLASLt choice (remembered
   // with the GEMM choices). Off by default: on the H100 and H200 its bits match cuBLASLt's on every Qwen3-8B shape,
-  // but its first six forms were slower per GEMM at one row (the sixth by 1.09-1.57x), and the seventh, the one
-  // built, is untimed (PERF_NOTES "The streaming GEMM, seventh form").
+  // but each of its seven forms so far was slower per GEMM at one row (the seventh, the one built, by 1.12-1.33x
+  // on the H100: PERF_NOTES "The streaming GEMM, seventh form").
   bool stream_gemm = false;
   // With stream_gemm: whether the timed verdict decides (TANDEM_CUDA_STREAM_GEMM=untimed: no, the bits alone
   // do). The timing runs each kernel alone, so it cannot see what programmatic dependent launch gives the
