@@ -425,10 +425,9 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
 Result<bool> Lowering::lower_stream_gemm(const Gemm& gemm, const Loc& in, const Loc& out, const void* w, uint32_t rows,
                                          const std::string& where) {
   const GemmShape& shape = gemm.shape();  // as it runs: a split shape no candidate splits runs in one pass
-  if (!plan_.options_.stream_gemm || !decoder() || rows > kernels::kGemmStreamRows ||
-      rows > plan_.options_.stream_gemm_rows || shape.ab == Dt::kF32 ||
+  if (!plan_.options_.stream_gemm || !decoder() || rows > plan_.options_.stream_gemm_rows || shape.ab == Dt::kF32 ||
       !gemm_stream_supported(shape.k, shape.splits, shape.ab, shape.out, shape.accumulate).ok() ||
-      rows > gemm_stream_max_rows(shape.k, shape.splits) ||  // its staged rows would not fit shared memory
+      rows > gemm_stream_max_rows(shape.k, shape.splits) ||  // at most 16, fewer where they would not fit its smem
       !plan_.modules_->launchable(KernelId::gemm_stream_bf16_f32)) {  // a GPU with less shared memory
     return false;
   }

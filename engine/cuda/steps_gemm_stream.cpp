@@ -19,9 +19,15 @@ Status gemm_stream_supported(uint32_t k, uint32_t splits, Dt ab, Dt out, bool ac
   return {};
 }
 
+namespace {
+
+// K per slice: k / splits rounded up to whole 16-k steps.
+uint32_t slice_k_of(uint32_t k, uint32_t splits) { return ((k + splits - 1) / splits + 15) / 16 * 16; }
+
+}  // namespace
+
 uint64_t gemm_stream_smem(uint32_t k, uint32_t splits, uint32_t rows) {
-  const uint64_t slice_k = ((uint64_t{k} + splits - 1) / splits + 15) / 16 * 16;
-  return uint64_t{splits} * rows * (slice_k * 2 + kernels::kGemmStreamRowPad);
+  return uint64_t{splits} * rows * (uint64_t{slice_k_of(k, splits)} * 2 + kernels::kGemmStreamRowPad);
 }
 
 uint32_t gemm_stream_max_rows(uint32_t k, uint32_t splits) {
@@ -45,10 +51,11 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
                        static_cast<unsigned>(kernels::kGemmStreamRows));
   }
   const uint32_t staged = std::max<uint32_t>(rows, 1);
-  if (gemm_stream_smem(a.width, splits, staged) > kernels::kGemmStreamSmemMax) {
+  const uint64_t smem = gemm_stream_smem(a.width, splits, staged);
+  if (smem > kernels::kGemmStreamSmemMax) {
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} rows of k {} in {} slices need {} bytes of shared "
-                       "memory (at most {}; gemm_stream_max_rows)", what, staged, a.width, splits,
-                       gemm_stream_smem(a.width, splits, staged), static_cast<unsigned>(kernels::kGemmStreamSmemMax));
+                       "memory (at most {}; gemm_stream_max_rows)", what, staged, a.width, splits, smem,
+                       static_cast<unsigned>(kernels::kGemmStreamSmemMax));
   }
   if (Status st = mma_gemm_supported("gemm_stream", a.type, out.type, accumulate, a.ptr, out.ptr, w); !st.ok()) {
     return std::move(st).error().context(what);
@@ -60,13 +67,13 @@ Result<KernelStep> gemm_stream_step(const StepContext& c, const Loc& a, const Lo
     s.id = out.type == Dt::kF32 ? KernelId::gemm_stream_bf16_f32 : KernelId::gemm_stream_bf16_bf16;
   }
   const uint32_t tiles = (out.width + kernels::kGemmStreamCols - 1) / kernels::kGemmStreamCols;
-  const uint32_t slice_k = ((a.width + splits - 1) / splits + 15) / 16 * 16;
+  const uint32_t slice_k = slice_k_of(a.width, splits);
   s.grid = dim3(1, tiles);
   if (s.grid.y > 65535) {
     return Error::make(ErrorKind::kUnsupported, "gemm_stream: {}: {} column tiles (limit 65535)", what, s.grid.y);
   }
   s.block = dim3(splits * 32);
-  s.smem = static_cast<uint32_t>(gemm_stream_smem(a.width, splits, staged));
+  s.smem = static_cast<uint32_t>(smem);
   // INVARIANT: a, out and w are arena values and a weight sized at lowering for the bucket's rows (a [rows, k],
   // out [rows, n], w [n, k]) at the types checked above; the kernel touches real rows only.
   s.args = kernels::GemmStreamArgs{out.ptr,   a.ptr,  w,       c.ix.n,     a.kind(),   a.width, out.width,
