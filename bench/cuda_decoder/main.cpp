@@ -192,6 +192,8 @@ int run(const Args& a) {
   j["fuse_qkv_prep"] = fuse == nullptr || std::strcmp(fuse, "0") != 0;
   const char* split = std::getenv("TANDEM_CUDA_SPLIT_CTAS");
   j["split_ctas"] = split == nullptr ? std::string("rule") : std::string(split);
+  const char* narrow = std::getenv("TANDEM_CUDA_SPLIT_NARROW");
+  j["split_narrow"] = narrow == nullptr ? std::string("rule") : std::string(narrow);
   j["weights_seconds"] = {{"generate", gen_s}, {"upload", upload_s}};
   j["kv_bytes_per_token"] = t.cache().bytes_per_position();
   j["state_bytes"] = t.cache().bytes();

@@ -72,6 +72,13 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_QGEMM_PACKED", "0")) o.qgemm_packed = false;
   TANDEM_ASSIGN(const auto split_ctas, env_count("TANDEM_CUDA_SPLIT_CTAS", 4096, "0..4096 CTAs"));
   if (split_ctas) o.decoder_split_ctas = *split_ctas;
+  TANDEM_ASSIGN(const auto split_narrow, env_count("TANDEM_CUDA_SPLIT_NARROW", 8, "1..8 slices"));
+  if (split_narrow) {
+    if (*split_narrow == 0) {
+      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_SPLIT_NARROW is '0': 1..8 slices");
+    }
+    o.decoder_split_narrow = *split_narrow;
+  }
   TANDEM_ASSIGN(const auto whole_k, env_count("TANDEM_CUDA_QGEMM_WHOLE_K_ROWS", UINT32_MAX, "a row count (0: never)"));
   if (whole_k) o.qgemm_whole_k_rows = *whole_k;
   if (const char* v = std::getenv("TANDEM_CUDA_ATTENTION"); v != nullptr && *v != '\0') {
@@ -156,6 +163,7 @@ class CudaBackend final : public ir::Backend {
     po.decode_gemm = options_.decode_gemm;
     po.fuse_qkv_prep = options_.fuse_qkv_prep;
     po.split_ctas = options_.decoder_split_ctas;
+    po.split_narrow = options_.decoder_split_narrow;
     po.stream_gemm = options_.stream_gemm;
     po.stream_gemm_timed = options_.stream_gemm_timed;
     po.stream_gemm_rows = options_.stream_gemm_rows;

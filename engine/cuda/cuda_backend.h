@@ -62,6 +62,9 @@ struct CudaOptions {
   // Decoder GEMMs' K split aimed at this many CTAs instead of the fixed rule (gemm_impl.h
   // decoder_gemm_splits; TANDEM_CUDA_SPLIT_CTAS=N): a tuning aid for the GEMM study's next rule.
   uint32_t decoder_split_ctas = 0;
+  // Decoder GEMMs of fewer than 16 output tiles over k >= 4,096 split K in this many slices (decoder_gemm_splits;
+  // TANDEM_CUDA_SPLIT_NARROW=N, 1..8): unsplit, a 1-row k/v or DFlash 2 kernel projection runs on 8 CTAs.
+  uint32_t decoder_split_narrow = 1;
   // With it, decoder GEMMs of up to 16 rows (decode steps, verify at batch 1) run tandem's streaming GEMM
   // (kernels/gemm_stream.cu) where a probe at lowering shows it computes exactly cuBLASLt's bits for the shape,
   // so a row's bits still do not depend on the bucket (TANDEM_CUDA_STREAM_GEMM=1), and, with gemm_timed, only

@@ -141,8 +141,11 @@ std::string GemmShape::describe() const {
                      splits > 1 ? fmt::format(" split {}", splits) : std::string());
 }
 
-uint32_t decoder_gemm_splits(uint32_t k, uint32_t n, uint32_t target_ctas) {
+uint32_t decoder_gemm_splits(uint32_t k, uint32_t n, uint32_t target_ctas, uint32_t narrow) {
   const uint32_t tiles = (n + 127) / 128;
+  if (tiles < kSplitMinTiles && k >= kSplitMinK) {
+    return std::max(1u, std::min({narrow, kTunedMaxSplits, k / kTunedMinSliceK}));
+  }
   if (target_ctas == 0) return k >= kSplitMinK && tiles >= kSplitMinTiles && tiles <= kSplitMaxTiles ? 2 : 1;
   if (k < kSplitMinK || tiles < kSplitMinTiles || tiles > kTunedMaxTiles) return 1;
   uint32_t best = 1;

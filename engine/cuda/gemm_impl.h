@@ -73,7 +73,9 @@ struct GemmShape {
 // the GPU without a split, and narrow ones (k/v, n 1024) are bound by latency either way.
 // target_ctas > 0 (TANDEM_CUDA_SPLIT_CTAS, a tuning aid): instead, outputs of 16 to 64 tiles over k >= 4,096
 // split into the count (at most 8, slices of k >= 1,024) whose tiles × slices come nearest target_ctas.
-uint32_t decoder_gemm_splits(uint32_t k, uint32_t n, uint32_t target_ctas = 0);
+// narrow > 1 (TANDEM_CUDA_SPLIT_NARROW, a tuning aid): outputs of fewer than 16 tiles over k >= 4,096 (k/v, the
+// DFlash 2 kernel projections, n 1,024: 8 CTAs unsplit) split into that many slices, slices of k >= 1,024.
+uint32_t decoder_gemm_splits(uint32_t k, uint32_t n, uint32_t target_ctas = 0, uint32_t narrow = 1);
 
 // Ranked candidates per shape for one device, shared by every plan of a backend.
 class GemmAlgos {

@@ -399,7 +399,7 @@ Status Lowering::lower(size_t i, const ir::Gemm& op) {
     // gemm_impl.h: a decoder's 16-bit GEMMs of up to kDecodeGemmMaxRows rows split K by (k, n) alone.
     GemmShape at = shape;
     if (decoder() && r <= kDecodeGemmMaxRows && shape.ab != Dt::kF32) {
-      at.splits = decoder_gemm_splits(shape.k, shape.n, plan_.options_.split_ctas);
+      at.splits = decoder_gemm_splits(shape.k, shape.n, plan_.options_.split_ctas, plan_.options_.split_narrow);
     }
     auto gemm = Gemm::make(device_, algos_, at, r, ops);
     if (!gemm.ok()) return std::move(gemm).error().context(fmt::format("{} at {} rows", where, r));

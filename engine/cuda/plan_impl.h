@@ -30,6 +30,7 @@ struct PlanOptions {
   bool decode_gemm = true;  // decoder plans' 16-bit GEMMs of up to kDecodeGemmMaxRows rows: gemm_decode.cu
   bool fuse_qkv_prep = true;  // a fused [q | k | v] row's norms, rotations and cache append: qkv_prep.cu
   uint32_t split_ctas = 0;     // decoder_gemm_splits' target (0: its fixed rule)
+  uint32_t split_narrow = 1;   // decoder_gemm_splits' slices for outputs under 16 tiles
   bool stream_gemm = false;    // decoder GEMMs of up to 16 rows on gemm_stream.cu where a probe shows cuBLASLt's bits
   bool stream_gemm_timed = true;  // ... and, with GEMM timing, where it was timed faster (cuda_backend.h)
   uint32_t stream_gemm_rows = 16;  // ... in buckets of at most this many rows

@@ -173,6 +173,12 @@ TEST_F(GemmTest, DecoderSplitRowsMatchFloat64AndKeepTheirBits) {
   ASSERT_EQ(decoder_gemm_splits(4096, 4096, 512), 4u);   // slices of 1,024 at most 4
   ASSERT_EQ(decoder_gemm_splits(4096, 24576, 128), 1u);  // 192 tiles
   ASSERT_EQ(decoder_gemm_splits(4096, 1024, 128), 1u);   // 8 tiles
+  // Narrow outputs in a given count (TANDEM_CUDA_SPLIT_NARROW), slices of k >= 1,024; wider ones keep the rule.
+  ASSERT_EQ(decoder_gemm_splits(4096, 1024, 0, 4), 4u);
+  ASSERT_EQ(decoder_gemm_splits(4096, 256, 0, 8), 4u);
+  ASSERT_EQ(decoder_gemm_splits(2048, 1024, 0, 4), 1u);
+  ASSERT_EQ(decoder_gemm_splits(4096, 4096, 0, 4), 2u);
+  ASSERT_EQ(decoder_gemm_splits(4096, 24576, 0, 4), 1u);
   for (const bool acc : {false, true}) {
     const Dt out = acc ? Dt::kF32 : Dt::kF16;
     const Case big{ms.back(), k, n, Dt::kF16, out, acc, LtEpilogue::kNone};

@@ -37,6 +37,7 @@ TEST(CudaHost, MalformedCountsInTheEnvironmentAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
       {"TANDEM_CUDA_QGEMM_WHOLE_K_ROWS", "a row count (0: never)"},
       {"TANDEM_CUDA_SPLIT_CTAS", "0..4096 CTAs"},
+      {"TANDEM_CUDA_SPLIT_NARROW", "1..8 slices"},
       {"TANDEM_CUDA_GEMM_TIERS", "0, 1 or a token count"},
       {"TANDEM_CUDA_STREAM_GEMM_ROWS", "1..16 rows"}};
   for (const auto& [name, takes] : cases) {
