@@ -346,6 +346,14 @@ enum : unsigned {
   kSampleCandidates = 2048
 };
 
+// A long row over few rows splits across blocks (grid y: its parts): at one block a row, a batch-1 pick over
+// 151,936 logits leaves all but a few SMs idle and the rest waiting on their loads. Each part scans or keeps its
+// top-k over columns [p · span, p · span + span), span = ⌈columns / parts⌉ rounded up to a multiple of 4, and a
+// second pass combines the parts in their order. Max, min and the top-k of 64-bit keys are exact under any
+// split, so a row's result never depends on its parts. Lowering asks for parts only with at least
+// kChoicePartColumns columns each, aiming at kChoiceTargetBlocks blocks in all.
+enum : unsigned { kChoiceMaxParts = 32, kChoicePartColumns = 2048, kChoiceTargetBlocks = 264 };
+
 // out[r] = the first index of the largest of x[r, 0 : columns), on the real rows of `kind`.
 struct ArgmaxArgs {
   unsigned* out;             // [rows] token ids
@@ -366,6 +374,10 @@ struct TopKArgs {
   unsigned ld;
   unsigned columns;
   unsigned k;                // 1 <= k <= min(columns, kTopKMax)
+  // Split rows (kChoiceMaxParts): top_k_parts_f32 writes each part's k largest keys to keys[r, part, :k] (0
+  // past a part's columns), top_k_merge_f32_u32 takes the row's k largest of them into ids and values.
+  unsigned long long* keys;  // [rows, parts, k]
+  unsigned parts;            // 1: one block a row (top_k_f32_u32)
 };
 
 // out[p] = sample_token(x[p, 0 : columns), sampling[s], start[s] + prow[p] − cu[s] + fill, stream) for pick
@@ -384,6 +396,11 @@ struct SampleArgs {
   unsigned columns;
   unsigned stream;           // ir::Stream of the draw
   unsigned fill;             // the filled position's offset from the row's
+  // Split rows (kChoiceMaxParts): sample_scan_parts_f32 writes each part's scan (the largest choice key, then
+  // the smallest finite order key | NaN seen << 32) to scans[p, part, 0..1], and sample_f32_u32 combines them
+  // instead of scanning its row.
+  unsigned long long* scans;  // [picks, parts, 2]
+  unsigned parts;             // 1: sample_f32_u32 scans its row itself
 };
 
 // ---- rejection sampling (graph.h RejectSample; engine/ir/reject.h defines it) ----

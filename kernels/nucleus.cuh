@@ -252,10 +252,11 @@ struct RowScan {
     return nan != 0 || top_key() <= kKeyNegInf || top_key() >= kKeyPosInf || !(temperature > 0.0f);
   }
 };
-TK_DEV RowScan scan_row(const float* x, unsigned ld, unsigned columns, Scratch& s) {
+// The scan of columns [begin, begin + count) of row x (begin a multiple of 4), every thread getting it.
+TK_DEV RowScan scan_range(const float* x, unsigned ld, unsigned begin, unsigned count, Scratch& s) {
   RowScan r;
-  visit_row(x, ld, columns, [&](float v, unsigned id) {
-    r.best = Max{}(r.best, choice_key(v, id));
+  visit_row(x + begin, ld, count, [&](float v, unsigned id) {
+    r.best = Max{}(r.best, choice_key(v, begin + id));
     if (v != v) {
       r.nan = 1;
     } else if (order_key(v) > kKeyNegInf && order_key(v) < kKeyPosInf) {
@@ -265,6 +266,19 @@ TK_DEV RowScan scan_row(const float* x, unsigned ld, unsigned columns, Scratch& 
   r.best = block_reduce(r.best, Max{}, s);
   r.min_key = block_reduce(r.min_key, Min{}, s);
   r.nan = block_reduce(r.nan, Max{}, s);
+  return r;
+}
+TK_DEV RowScan scan_row(const float* x, unsigned ld, unsigned columns, Scratch& s) {
+  return scan_range(x, ld, 0, columns, s);
+}
+// The row's scan from its parts' (SampleArgs::scans), combined in their order by every thread.
+TK_DEV RowScan gather_scan(const unsigned long long* parts, unsigned count) {
+  RowScan r;
+  for (unsigned p = 0; p < count; ++p) {
+    r.best = Max{}(r.best, parts[2 * p]);
+    r.min_key = min_u(r.min_key, static_cast<unsigned>(parts[2 * p + 1]));
+    r.nan = Max{}(r.nan, static_cast<unsigned>(parts[2 * p + 1] >> 32));
+  }
   return r;
 }
 

@@ -37,7 +37,8 @@ __device__ __forceinline__ void sample_row(const SampleArgs& a) {
   const unsigned position = a.start[s] + (a.prow[row] - a.cu[s]) + a.fill;
 
   __shared__ Shared sh;
-  const RowScan scan = scan_row(x, a.ld, a.columns, sh.scratch);
+  const RowScan scan = a.parts > 1 ? gather_scan(a.scans + static_cast<unsigned long long>(row) * a.parts * 2, a.parts)
+                                   : scan_row(x, a.ld, a.columns, sh.scratch);
   const unsigned argmax = scan.argmax(x);
   unsigned token;
   if (sampling.temperature == 0.0f) {
@@ -53,7 +54,24 @@ __device__ __forceinline__ void sample_row(const SampleArgs& a) {
   if (threadIdx.x == 0) a.out[row] = token;
 }
 
+// Part blockIdx.y of pick row blockIdx.x: its scan into scans (sample_f32_u32 then gathers the parts).
+// INVARIANT: as sample_row's; with parts > 1, scans holds parts × 2 words a bucket pick (checked at lowering).
+__device__ __forceinline__ void scan_part(const SampleArgs& a) {
+  const unsigned row = blockIdx.x, part = blockIdx.y;
+  if (row >= real_rows(a.n, kRowsPicks)) return;
+  const unsigned span = ((a.columns + a.parts - 1) / a.parts + 3) & ~3u;
+  const unsigned begin = min_u(a.columns, part * span), count = min_u(span, a.columns - begin);
+  __shared__ Scratch scratch;
+  const RowScan r = scan_range(a.x + static_cast<unsigned long long>(row) * a.ld, a.ld, begin, count, scratch);
+  if (threadIdx.x == 0) {
+    unsigned long long* out = a.scans + (static_cast<unsigned long long>(row) * a.parts + part) * 2;
+    out[0] = r.best;
+    out[1] = r.min_key | static_cast<unsigned long long>(r.nan) << 32;
+  }
+}
+
 }  // namespace
 
 // Two blocks per multiprocessor: one streams its row while the other sorts or scans.
 extern "C" __global__ void __launch_bounds__(kThreads, 2) sample_f32_u32(SampleArgs a) { sample_row(a); }
+extern "C" __global__ void __launch_bounds__(kThreads) sample_scan_parts_f32(SampleArgs a) { scan_part(a); }

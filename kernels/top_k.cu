@@ -1,6 +1,7 @@
 // Top-k token choice (graph.h TopK; engine/ir/sampling.h top_k): the k largest values of each row in
-// descending order, ties to the lower id. One 512-thread block per row; keys are 64-bit (value order,
-// then the lower id), so every step is exact and the result never depends on the batch.
+// descending order, ties to the lower id. One 512-thread block per row, or (TopKArgs::parts) per part of a
+// row and then one a row to merge the parts' keys; keys are 64-bit (value order, then the lower id), so every
+// step is exact and the result never depends on the batch or the split.
 //
 // A pass keeps each thread's kTopKKeep largest keys below `limit`. A thread that saw more than it kept
 // may hide keys below its last kept one, so every key at or above the largest such bound was kept:
@@ -65,33 +66,29 @@ TK_DEV unsigned pow2_at_least(unsigned v) {
   return p;
 }
 
-__device__ __forceinline__ void top_k_row(const TopKArgs& a) {
-  const unsigned row = blockIdx.x;
-  if (row >= real_rows(a.n, a.kind)) return;  // the whole block leaves together
-  // INVARIANT: row < the real rows <= the bucket rows lowering sized x (ld wide), ids and values (k wide)
-  // for; k <= min(columns, kTopKMax) and columns <= ld (checked at lowering).
-  const float* x = a.x + static_cast<unsigned long long>(row) * a.ld;
-  unsigned* ids = a.ids + static_cast<unsigned long long>(row) * a.k;
-  float* values = a.values + static_cast<unsigned long long>(row) * a.k;
+// The k largest keys among columns [begin, begin + count) of row x, descending, each passed to emit(i, key)
+// (every thread calls it for some i < k). k <= count. Rows that give each thread at most one id fill only the
+// first `len` slots.
+template <class Emit>
+TK_DEV void top_k_keys(const float* x, unsigned begin, unsigned count, bool vec, unsigned k, Emit&& emit) {
   __shared__ unsigned long long slots[kSlots];
   __shared__ unsigned long long scratch[kWarps];
   __shared__ unsigned taken;
-  const bool vec = (a.ld & 3u) == 0;
-  const unsigned vec_end = vec ? a.columns & ~3u : 0;
-  // Rows that give each thread at most one id fill only the first `len` slots.
-  const unsigned len = vec_end == 0 && a.columns <= kThreads ? pow2_at_least(a.columns) : kSlots;
+  const unsigned vec_end = vec ? count & ~3u : 0;
+  const unsigned len = vec_end == 0 && count <= kThreads ? pow2_at_least(count) : kSlots;
   unsigned found = 0;
   unsigned long long limit = ~0ull;  // keys at or above it are placed
-  while (found < a.k) {
+  while (found < k) {
     unsigned long long keep[kKeep] = {};
     unsigned seen = 0;
     const auto visit = [&](float v, unsigned id) {
-      const unsigned long long key = choice_key(v, id);
+      const unsigned long long key = choice_key(v, begin + id);
       if (key >= limit) return;
       ++seen;
       keep_key(keep, key);
     };
-    visit_strided<kThreads>(x, vec_end, a.columns, visit);
+    // INVARIANT: begin is a multiple of 4 and the row 16-byte aligned wherever vec is set.
+    visit_strided<kThreads>(x + begin, vec_end, count, visit);
     // Keys this thread did not keep lie below its last kept one; below the block's largest such bound
     // the kept keys are incomplete, at or above it they are every key there is (below limit).
     const unsigned long long bound = block_max(seen > kKeep ? keep[kKeep - 1] : 0, scratch);
@@ -106,19 +103,63 @@ __device__ __forceinline__ void top_k_row(const TopKArgs& a) {
       if (slots[i] >= floor && (i + 1 == len || slots[i + 1] < floor)) taken = i + 1;
     }
     __syncthreads();
-    const unsigned take = min_u(taken, a.k - found);
-    if (take == 0) return;  // unreachable: keys below limit remain while found < k <= columns
-    for (unsigned i = threadIdx.x; i < take; i += kThreads) {
-      const unsigned id = key_id(slots[i]);
-      ids[found + i] = id;
-      values[found + i] = x[id];
-    }
+    const unsigned take = min_u(taken, k - found);
+    if (take == 0) return;  // unreachable: keys below limit remain while found < k <= count
+    for (unsigned i = threadIdx.x; i < take; i += kThreads) emit(found + i, slots[i]);
     limit = slots[take - 1];
     found += take;
     __syncthreads();  // slots and taken are rewritten by the next pass
   }
 }
 
+// Row r's ids and values from its keys, as top_k_f32_u32 and the merge write them.
+TK_DEV void put_choice(const TopKArgs& a, unsigned row, const float* x, unsigned i, unsigned long long key) {
+  const unsigned id = key_id(key);
+  a.ids[static_cast<unsigned long long>(row) * a.k + i] = id;
+  a.values[static_cast<unsigned long long>(row) * a.k + i] = x[id];
+}
+
+// INVARIANT (the entries below): row < the real rows <= the bucket rows lowering sized x (ld wide), ids and
+// values (k wide) and keys (parts × k a row) for; k <= min(columns, kTopKMax), columns <= ld, and with parts
+// > 1 every part holds at least kChoicePartColumns >= kTopKMax columns (checked at lowering).
+__device__ __forceinline__ void top_k_row(const TopKArgs& a) {
+  const unsigned row = blockIdx.x;
+  if (row >= real_rows(a.n, a.kind)) return;  // the whole block leaves together
+  const float* x = a.x + static_cast<unsigned long long>(row) * a.ld;
+  top_k_keys(x, 0, a.columns, (a.ld & 3u) == 0, a.k,
+             [&](unsigned i, unsigned long long key) { put_choice(a, row, x, i, key); });
+}
+
+// Part blockIdx.y of row blockIdx.x: its k largest keys (zeros past its columns).
+__device__ __forceinline__ void top_k_part(const TopKArgs& a) {
+  const unsigned row = blockIdx.x, part = blockIdx.y;
+  if (row >= real_rows(a.n, a.kind)) return;
+  const unsigned span = ((a.columns + a.parts - 1) / a.parts + 3) & ~3u;
+  const unsigned begin = min_u(a.columns, part * span), count = min_u(span, a.columns - begin);
+  unsigned long long* keys = a.keys + (static_cast<unsigned long long>(row) * a.parts + part) * a.k;
+  const unsigned k = min_u(a.k, count);
+  for (unsigned i = k + threadIdx.x; i < a.k; i += kThreads) keys[i] = 0;
+  if (k == 0) return;
+  top_k_keys(a.x + static_cast<unsigned long long>(row) * a.ld, begin, count, (a.ld & 3u) == 0, k,
+             [&](unsigned i, unsigned long long key) { keys[i] = key; });
+}
+
+// Row blockIdx.x's k largest of its parts' keys: parts × k <= kSlots keys sorted in shared memory.
+__device__ __forceinline__ void top_k_merge(const TopKArgs& a) {
+  const unsigned row = blockIdx.x;
+  if (row >= real_rows(a.n, a.kind)) return;
+  __shared__ unsigned long long slots[kSlots];
+  const unsigned n = a.parts * a.k, len = pow2_at_least(n);
+  const unsigned long long* keys = a.keys + static_cast<unsigned long long>(row) * n;
+  for (unsigned i = threadIdx.x; i < len; i += kThreads) slots[i] = i < n ? keys[i] : 0;
+  __syncthreads();
+  sort_desc(slots, len);
+  const float* x = a.x + static_cast<unsigned long long>(row) * a.ld;
+  for (unsigned i = threadIdx.x; i < a.k; i += kThreads) put_choice(a, row, x, i, slots[i]);
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads) top_k_f32_u32(TopKArgs a) { top_k_row(a); }
+extern "C" __global__ void __launch_bounds__(kThreads) top_k_parts_f32(TopKArgs a) { top_k_part(a); }
+extern "C" __global__ void __launch_bounds__(kThreads) top_k_merge_f32_u32(TopKArgs a) { top_k_merge(a); }

@@ -52,6 +52,7 @@ Status apply_environment(CudaOptions& o) {
   if (env_is("TANDEM_CUDA_GEMM_TIMED", "0")) o.gemm_timed = false;
   if (env_is("TANDEM_CUDA_DECODE_GEMM", "1")) o.decode_gemm = true;
   if (env_is("TANDEM_CUDA_FUSE_QKV", "0")) o.fuse_qkv_prep = false;
+  if (env_is("TANDEM_CUDA_SPLIT_CHOICE", "0")) o.split_choice = false;
   if (const char* v = std::getenv("TANDEM_CUDA_STREAM_GEMM"); v != nullptr && *v != '\0') {
     const std::string_view s(v);
     if (s != "0" && s != "1" && s != "untimed") {
@@ -162,6 +163,7 @@ class CudaBackend final : public ir::Backend {
     po.tier_min_tokens = options_.gemm_tiers ? options_.gemm_tier_min_tokens : 0;
     po.decode_gemm = options_.decode_gemm;
     po.fuse_qkv_prep = options_.fuse_qkv_prep;
+    po.split_choice = options_.split_choice;
     po.split_ctas = options_.decoder_split_ctas;
     po.split_narrow = options_.decoder_split_narrow;
     po.stream_gemm = options_.stream_gemm;

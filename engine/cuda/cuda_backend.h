@@ -59,6 +59,9 @@ struct CudaOptions {
   // A decoder layer's fused [q | k | v] row gets its q/k norms, rotations and cache append in one launch
   // (kernels/qkv_prep.cu) instead of three; the same bits either way (TANDEM_CUDA_FUSE_QKV=0: three).
   bool fuse_qkv_prep = true;
+  // Sample and TopK over few long rows split each row across blocks (steps_impl.h choice_parts), with the same
+  // results; TANDEM_CUDA_SPLIT_CHOICE=0: one block a row, to measure what the split gives.
+  bool split_choice = true;
   // Decoder GEMMs' K split aimed at this many CTAs instead of the fixed rule (gemm_impl.h
   // decoder_gemm_splits; TANDEM_CUDA_SPLIT_CTAS=N): a tuning aid for the GEMM study's next rule.
   uint32_t decoder_split_ctas = 0;

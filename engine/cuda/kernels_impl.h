@@ -88,7 +88,10 @@
   X(cache_attention_combine_bf16, CacheAttentionArgs, "cache_attention.cu") \
   X(argmax_f32_u32, ArgmaxArgs, "argmax.cu")                                \
   X(top_k_f32_u32, TopKArgs, "top_k.cu")                                    \
+  X(top_k_parts_f32, TopKArgs, "top_k.cu")                                  \
+  X(top_k_merge_f32_u32, TopKArgs, "top_k.cu")                              \
   X(sample_f32_u32, SampleArgs, "sample.cu")                                \
+  X(sample_scan_parts_f32, SampleArgs, "sample.cu")                         \
   X(gemm_decode_f16_f32, GemmDecodeArgs, "gemm_decode.cu")                  \
   X(gemm_decode_f16_f16, GemmDecodeArgs, "gemm_decode.cu")                  \
   X(gemm_decode_bf16_f32, GemmDecodeArgs, "gemm_decode.cu")                 \

@@ -81,6 +81,7 @@ class Lowering {
   Result<const float*> bias(const std::optional<ir::WeightId>& id) const;
   std::string label(size_t i, const ir::Op& op) const;
   Status add(Result<KernelStep> step, std::string label);
+  Status add_all(Result<std::vector<KernelStep>> steps, const std::string& label);  // each under label
 
   const Device& device_;
   GemmAlgos& algos_;
@@ -151,6 +152,12 @@ Status Lowering::add(Result<KernelStep> step, std::string label) {
   return {};
 }
 
+Status Lowering::add_all(Result<std::vector<KernelStep>> steps, const std::string& label) {
+  if (!steps.ok()) return std::move(steps).error().context(label);
+  for (KernelStep& s : *steps) TANDEM_TRY(add(std::move(s), label));
+  return {};
+}
+
 Status Lowering::allocate() {
   const size_t arena_bytes = layout_.len * sizeof(float);
   const std::string where = "the plan of bucket " + ir::to_string(bucket_);
@@ -175,8 +182,10 @@ Status Lowering::allocate() {
     stage_bytes_ = std::max(stage_bytes_, size_t{bucket_.rows(a.rows)} * a.width * 2);
   }
   TANDEM_ASSIGN(plan_.stage_, DeviceBuffer::make(stage_bytes_, "the FP16 staging buffer of " + where));
-  TANDEM_ASSIGN(plan_.scratch_, DeviceBuffer::make(cache_attention_scratch_bytes(graph_, bucket_),
-                                                   "the cache attention partials of " + where));
+  // One scratch for the passes that leave partials to a second pass (they run in order).
+  const size_t scratch_bytes =
+      std::max(cache_attention_scratch_bytes(graph_, bucket_), choice_scratch_bytes(graph_, bucket_));
+  TANDEM_ASSIGN(plan_.scratch_, DeviceBuffer::make(scratch_bytes, "the partials of " + where));
 
   plan_.feature_width_ = graph_.feature_width;
   const size_t feature_bytes = size_t{bucket_.tokens} * graph_.feature_width * sizeof(float);
@@ -645,11 +654,9 @@ Status Lowering::lower(size_t i, const ir::Tap& o) {
 Status Lowering::lower(size_t i, const ir::CacheAttention& o) {
   TANDEM_ASSIGN(const Loc q, loc(o.q));
   TANDEM_ASSIGN(const Loc out, loc(o.out));
-  auto steps = cache_attention_steps(ctx_, q, out, o, half_type(weights_.precision()), plan_.scratch_.data(),
-                                     plan_.scratch_.bytes(), device_.info().cc_major >= 8);
-  if (!steps.ok()) return std::move(steps).error().context(label(i, o));
-  for (KernelStep& s : *steps) TANDEM_TRY(add(std::move(s), label(i, o)));
-  return {};
+  return add_all(cache_attention_steps(ctx_, q, out, o, half_type(weights_.precision()), plan_.scratch_.data(),
+                                       plan_.scratch_.bytes(), device_.info().cc_major >= 8),
+                 label(i, o));
 }
 Status Lowering::lower(size_t i, const ir::Input& o) {
   TANDEM_ASSIGN(const Loc out, loc(o.out));
@@ -690,22 +697,23 @@ Status Lowering::lower(size_t i, const ir::TopK& o) {
   TANDEM_ASSIGN(const Loc x, loc(o.x));
   TANDEM_ASSIGN(const Loc ids, loc(o.ids));
   TANDEM_ASSIGN(const Loc values, loc(o.values));
-  return add(top_k_step(ctx_, x, o.columns, o.k, ids, values), label(i, o));
+  if (!plan_.options_.split_choice) return add(top_k_step(ctx_, x, o.columns, o.k, ids, values), label(i, o));
+  return add_all(top_k_steps(ctx_, x, o.columns, o.k, ids, values, plan_.scratch_.data(), plan_.scratch_.bytes()),
+                 label(i, o));
 }
 
 Status Lowering::lower(size_t i, const ir::Sample& o) {
   TANDEM_ASSIGN(const Loc x, loc(o.x));
   TANDEM_ASSIGN(const Loc out, loc(o.out));
-  return add(sample_step(ctx_, x, o.columns, out, o.stream), label(i, o));
+  if (!plan_.options_.split_choice) return add(sample_step(ctx_, x, o.columns, out, o.stream), label(i, o));
+  return add_all(sample_steps(ctx_, x, o.columns, out, o.stream, plan_.scratch_.data(), plan_.scratch_.bytes()),
+                 label(i, o));
 }
 
 Status Lowering::lower(size_t i, const ir::RejectSample& o) {
   TANDEM_ASSIGN(const Loc x, loc(o.x));
   TANDEM_ASSIGN(const Loc ids, loc(o.ids));
-  auto steps = reject_sample_steps(ctx_, x, o.columns, ids);
-  if (!steps.ok()) return std::move(steps).error().context(label(i, o));
-  for (KernelStep& s : *steps) TANDEM_TRY(add(std::move(s), label(i, o)));
-  return {};
+  return add_all(reject_sample_steps(ctx_, x, o.columns, ids), label(i, o));
 }
 
 Status Lowering::lower(size_t i, const ir::SelectorWalk& o) {

@@ -29,6 +29,7 @@ struct PlanOptions {
   uint32_t tier_min_tokens = 0;  // buckets of at least this many tokens get GEMM row tiers; 0: none
   bool decode_gemm = true;  // decoder plans' 16-bit GEMMs of up to kDecodeGemmMaxRows rows: gemm_decode.cu
   bool fuse_qkv_prep = true;  // a fused [q | k | v] row's norms, rotations and cache append: qkv_prep.cu
+  bool split_choice = true;   // Sample and TopK rows split across blocks where few and long (choice_parts)
   uint32_t split_ctas = 0;     // decoder_gemm_splits' target (0: its fixed rule)
   uint32_t split_narrow = 1;   // decoder_gemm_splits' slices for outputs under 16 tiles
   bool stream_gemm = false;    // decoder GEMMs of up to 16 rows on gemm_stream.cu where a probe shows cuBLASLt's bits

@@ -60,7 +60,7 @@ Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t colum
   s.grid = dim3(row_blocks(c, x.rows));
   s.block = dim3(kernels::kTopKThreads);
   s.args = kernels::TopKArgs{static_cast<unsigned*>(ids.ptr), static_cast<float*>(values.ptr),
-                             static_cast<const float*>(x.ptr), c.ix.n, x.kind(), x.width, columns, k};
+                             static_cast<const float*>(x.ptr), c.ix.n, x.kind(), x.width, columns, k, nullptr, 1};
   return s;
 }
 
@@ -83,8 +83,76 @@ Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t colu
                                x.width,
                                columns,
                                static_cast<unsigned>(stream),
-                               stream == ir::Stream::kDraft ? 0u : 1u};  // graph.h Sample's filled position
+                               stream == ir::Stream::kDraft ? 0u : 1u,  // graph.h Sample's filled position
+                               nullptr,
+                               1};
   return s;
+}
+
+uint32_t choice_parts(uint32_t rows, uint32_t columns) {
+  const uint32_t most = std::min<uint32_t>(kernels::kChoiceMaxParts, columns / kernels::kChoicePartColumns);
+  const uint32_t want = (kernels::kChoiceTargetBlocks + std::max(1u, rows) - 1) / std::max(1u, rows);
+  return std::max(1u, std::min(most, want));
+}
+
+namespace {
+
+// The scratch words a split pass writes for a bucket's rows: sample 2 a part, top_k k a part.
+size_t choice_scratch_words(uint32_t rows, uint32_t columns, uint32_t per_part) {
+  const uint32_t parts = choice_parts(rows, columns);
+  return parts > 1 ? size_t{std::max(1u, rows)} * parts * per_part : 0;
+}
+
+Status check_scratch(const char* op, size_t need, size_t have) {
+  if (need > have) {
+    return mismatch(op, fmt::format("split rows need {} bytes of scratch, the plan has {}", need, have));
+  }
+  return {};
+}
+
+}  // namespace
+
+size_t choice_scratch_bytes(const ir::Graph& graph, const ir::Bucket& bucket) {
+  size_t words = 0;
+  for (const ir::Op& op : graph.ops) {
+    if (const auto* s = std::get_if<ir::Sample>(&op)) {
+      words = std::max(words, choice_scratch_words(bucket.rows(graph.info(s->x).rows), s->columns, 2));
+    } else if (const auto* t = std::get_if<ir::TopK>(&op)) {
+      words = std::max(words, choice_scratch_words(bucket.rows(graph.info(t->x).rows), t->columns, t->k));
+    }
+  }
+  return words * sizeof(unsigned long long);
+}
+
+Result<std::vector<KernelStep>> top_k_steps(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k,
+                                            const Loc& ids, const Loc& values, void* scratch, size_t scratch_bytes) {
+  TANDEM_ASSIGN(KernelStep merge, top_k_step(c, x, columns, k, ids, values));
+  const uint32_t rows = row_blocks(c, x.rows), parts = choice_parts(rows, columns);
+  if (parts == 1) return std::vector<KernelStep>{std::move(merge)};
+  TANDEM_TRY(check_scratch("top_k", size_t{rows} * parts * k * sizeof(unsigned long long), scratch_bytes));
+  auto& args = std::get<kernels::TopKArgs>(merge.args);
+  args.keys = static_cast<unsigned long long*>(scratch);
+  args.parts = parts;
+  KernelStep part = merge;
+  part.id = KernelId::top_k_parts_f32;
+  part.grid = dim3(rows, parts);
+  merge.id = KernelId::top_k_merge_f32_u32;
+  return std::vector<KernelStep>{std::move(part), std::move(merge)};
+}
+
+Result<std::vector<KernelStep>> sample_steps(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out,
+                                             ir::Stream stream, void* scratch, size_t scratch_bytes) {
+  TANDEM_ASSIGN(KernelStep sample, sample_step(c, x, columns, out, stream));
+  const uint32_t rows = row_blocks(c, x.rows), parts = choice_parts(rows, columns);
+  if (parts == 1) return std::vector<KernelStep>{std::move(sample)};
+  TANDEM_TRY(check_scratch("sample", size_t{rows} * parts * 2 * sizeof(unsigned long long), scratch_bytes));
+  auto& args = std::get<kernels::SampleArgs>(sample.args);
+  args.scans = static_cast<unsigned long long*>(scratch);
+  args.parts = parts;
+  KernelStep scan = sample;
+  scan.id = KernelId::sample_scan_parts_f32;
+  scan.grid = dim3(rows, parts);
+  return std::vector<KernelStep>{std::move(scan), std::move(sample)};
 }
 
 Result<std::vector<KernelStep>> reject_sample_steps(const StepContext& c, const Loc& x, uint32_t columns,

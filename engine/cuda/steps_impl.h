@@ -178,6 +178,15 @@ Result<KernelStep> top_k_step(const StepContext& c, const Loc& x, uint32_t colum
                               const Loc& values);
 Result<KernelStep> sample_step(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out,
                                ir::Stream stream = ir::Stream::kTarget);
+// The same with long rows split across blocks (args.cuh kChoiceMaxParts) where the bucket has few of them: the
+// parts' pass, then the combining one, over `scratch` (choice_scratch_bytes of the plan's bucket, shared like
+// the cache attention partials). One launch, the single-block kernel, where a split would not pay.
+uint32_t choice_parts(uint32_t rows, uint32_t columns);  // 1: no split
+size_t choice_scratch_bytes(const ir::Graph& graph, const ir::Bucket& bucket);  // the most any op needs
+Result<std::vector<KernelStep>> top_k_steps(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k,
+                                            const Loc& ids, const Loc& values, void* scratch, size_t scratch_bytes);
+Result<std::vector<KernelStep>> sample_steps(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out,
+                                             ir::Stream stream, void* scratch, size_t scratch_bytes);
 // RejectSample: FP32 logits over pick rows and Sample's U32 ids, rewritten in place; two launches (the
 // rows' tests and residual samples, then each sequence's commit).
 Result<std::vector<KernelStep>> reject_sample_steps(const StepContext& c, const Loc& x, uint32_t columns,

@@ -238,16 +238,28 @@ struct SampleRun {
   std::vector<uint32_t> got;             // the device's ids, bucket picks long
 };
 
-// Runs the sample kernel over a batch whose picks are the given rows.
+// Runs the sample kernel over a batch whose picks are the given rows; split: through sample_steps, its rows
+// split across blocks where the bucket asks for it (the split must then happen).
 SampleRun run_sample(ir::Batch batch, std::vector<std::vector<float>> rows, uint32_t columns, uint32_t ld,
-                     uint32_t extra_picks) {
+                     uint32_t extra_picks, bool split = false) {
   SampleRun run;
   const uint32_t bucket_picks = batch.num_picks() + extra_picks;
   const ir::Bucket bucket{batch.tokens() + 8, batch.seqs() + 2, bucket_picks};
   auto db = device_batch(batch, bucket);
   DeviceBuffer x = to_device(pad_rows(rows, ld, bucket_picks)), out = id_buffer(bucket_picks);
-  run_step(sample_step(db->ctx, make_loc(x, ir::Rows::kPicks, ld, Dt::kF32, "logits"), columns,
-                       make_loc(out, ir::Rows::kPicks, 1, Dt::kU32, "ids")));
+  const Loc xl = make_loc(x, ir::Rows::kPicks, ld, Dt::kF32, "logits");
+  const Loc ol = make_loc(out, ir::Rows::kPicks, 1, Dt::kU32, "ids");
+  if (split) {
+    const uint32_t parts = choice_parts(bucket_picks, columns);
+    EXPECT_GT(parts, 1u) << bucket_picks << " picks of " << columns << " columns";
+    auto scratch = DeviceBuffer::make(size_t{bucket_picks} * parts * 2 * 8, "scan partials");
+    EXPECT_TRUE(scratch.ok());
+    auto steps = sample_steps(db->ctx, xl, columns, ol, ir::Stream::kTarget, scratch->data(), scratch->bytes());
+    EXPECT_TRUE(steps.ok() && steps->size() == 2u);
+    run_steps(steps);
+  } else {
+    run_step(sample_step(db->ctx, xl, columns, ol));
+  }
   run.got = to_host<uint32_t>(out, bucket_picks);
   run.batch = std::move(batch);
   run.rows = std::move(rows);
@@ -419,6 +431,89 @@ TEST_F(ChoiceTest, ARowAloneAndInABatchGiveTheSameBits) {
     const std::vector<uint32_t> one_ids = to_host<uint32_t>(ids1, k);
     EXPECT_TRUE(std::equal(one_ids.begin(), one_ids.end(), all_ids.begin() + r * k)) << "top_k of row " << r;
     EXPECT_EQ(to_host<uint32_t>(am1, 1)[0], all_am[r]) << "argmax of row " << r;
+  }
+}
+
+// Where a bucket has few long rows they split across blocks (args.cuh kChoiceMaxParts): as many parts as
+// kChoiceTargetBlocks asks for, each of at least kChoicePartColumns columns, at most kChoiceMaxParts.
+TEST(ChoiceParts, FewLongRowsSplitAndManyShortOnesDoNot) {
+  EXPECT_EQ(choice_parts(1, kWide), 32u);
+  EXPECT_EQ(choice_parts(16, kWide), 17u);
+  EXPECT_EQ(choice_parts(132, kWide), 2u);
+  EXPECT_EQ(choice_parts(264, kWide), 1u);
+  EXPECT_EQ(choice_parts(1024, kWide), 1u);
+  EXPECT_EQ(choice_parts(1, 4095), 1u);
+  EXPECT_EQ(choice_parts(1, 4096), 2u);
+  EXPECT_EQ(choice_parts(0, kWide), 32u);
+}
+
+// Split rows give the single-block kernels' results and the reference's: top-k ids and values, and sampled
+// tokens under every parameter set (the scan is exact, so even the draws agree), with 16-byte loads (ld a
+// multiple of 4) and without, on parts that end inside a vector.
+TEST_F(ChoiceTest, SplitRowsGiveTheSingleBlockResults) {
+  const std::vector<ir::SamplingParams> params = param_cycle();
+  for (uint32_t columns : {kWide, 10007u}) {
+    for (uint32_t ld : {(columns + 3) & ~3u, columns % 4 == 0 ? columns + 1 : columns}) {
+      for (uint32_t n : {1u, emulated() ? 2u : 5u}) {
+        const std::string what = fmt::format("{} rows of {} columns, ld {}", n, columns, ld);
+        std::vector<std::vector<float>> rows;
+        std::vector<Kind> kinds;
+        for (uint32_t r = 0; r < n; ++r) {
+          kinds.push_back(kKinds[(r + columns) % std::size(kKinds)]);
+          rows.push_back(make_row(kinds.back(), columns, rng_));
+        }
+        ir::Batch batch;
+        for (uint32_t r = 0; r < n; ++r) batch.add_sequence({0}, {}, 0);
+        auto db = device_batch(batch, ir::Bucket{n, n, n});
+        DeviceBuffer x = to_device(pad_rows(rows, ld, n));
+        const Loc xl = make_loc(x, ir::Rows::kTokens, ld, Dt::kF32, "logits");
+        const uint32_t parts = choice_parts(n, columns);
+        ASSERT_GT(parts, 1u) << what;
+        for (uint32_t k : {1u, 64u}) {
+          auto scratch = DeviceBuffer::make(size_t{n} * parts * k * 8, "top-k partials");
+          ASSERT_TRUE(scratch.ok());
+          DeviceBuffer ids = id_buffer(size_t{n} * k), values = sentinel_buffer(n, k, Dt::kF32);
+          const Loc il = make_loc(ids, ir::Rows::kTokens, k, Dt::kU32, "ids");
+          const Loc vl = make_loc(values, ir::Rows::kTokens, k, Dt::kF32, "values");
+          auto steps = top_k_steps(db->ctx, xl, columns, k, il, vl, scratch->data(), scratch->bytes());
+          ASSERT_TRUE(steps.ok() && steps->size() == 2u) << what;
+          run_steps(steps);
+          const std::vector<uint32_t> got_ids = to_host<uint32_t>(ids, size_t{n} * k);
+          const std::vector<float> got_values = to_host<float>(values, size_t{n} * k);
+          for (uint32_t r = 0; r < n; ++r) {
+            std::vector<uint32_t> want_ids(k);
+            std::vector<float> want_values(k);
+            ir::top_k(rows[r], k, want_ids, want_values);
+            for (uint32_t i = 0; i < k; ++i) {
+              ASSERT_EQ(got_ids[r * k + i], want_ids[i]) << what << ": rank " << i << " of row " << r << " ("
+                                                         << kind_name(kinds[r]) << "), k " << k;
+              ASSERT_EQ(std::memcmp(&got_values[r * k + i], &want_values[i], sizeof(float)), 0) << what;
+            }
+          }
+          // Too little scratch is refused at lowering, naming what the split needs.
+          auto small = top_k_steps(db->ctx, xl, columns, k, il, vl, scratch->data(), scratch->bytes() - 8);
+          ASSERT_FALSE(small.ok());
+          EXPECT_NE(small.error().message().find("split rows need " + std::to_string(scratch->bytes())),
+                    std::string::npos)
+              << small.error().message();
+        }
+      }
+    }
+    // Sampling: one pick a sequence, every parameter set, alone and split.
+    std::vector<std::vector<float>> rows;
+    std::vector<uint32_t> start;
+    const size_t n = emulated() ? 3 : params.size();
+    std::vector<ir::SamplingParams> ps(params.begin(), params.begin() + static_cast<long>(n));
+    if (emulated()) ps = {params[0], params[5], params[10]};
+    for (size_t s = 0; s < ps.size(); ++s) {
+      rows.push_back(make_row(kKinds[s % std::size(kKinds)], columns, rng_));
+      start.push_back(100 + 9 * static_cast<uint32_t>(s));
+    }
+    const ir::Batch batch = choice_batch(std::vector<uint32_t>(ps.size(), 1), start, ps);
+    const SampleRun one = run_sample(batch, rows, columns, columns, 0);
+    const SampleRun split = run_sample(batch, rows, columns, columns, 0, true);
+    EXPECT_EQ(one.got, split.got) << columns << " columns";
+    expect_reference_tokens(split, fmt::format("split rows of {} columns", columns));
   }
 }
 

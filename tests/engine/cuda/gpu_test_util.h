@@ -94,6 +94,16 @@ inline void run_step(const Result<KernelStep>& step) {
   ASSERT_EQ(cudaStreamSynchronize(gpu().device->stream()), cudaSuccess);
 }
 
+// A launcher's steps in order (a pass and the pass that combines its partials, say).
+inline void run_steps(const Result<std::vector<KernelStep>>& steps) {
+  ASSERT_TRUE(steps.ok()) << steps.error().message();
+  for (const KernelStep& s : *steps) {
+    auto st = launch(*gpu().modules, s, gpu().device->stream());
+    ASSERT_TRUE(st.ok()) << st.error().message();
+  }
+  ASSERT_EQ(cudaStreamSynchronize(gpu().device->stream()), cudaSuccess);
+}
+
 inline constexpr float kSentinel = 7.0f;
 
 // A batch on the device: its index buffer for a bucket, and the launch context over it.
