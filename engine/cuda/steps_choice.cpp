@@ -124,35 +124,44 @@ size_t choice_scratch_bytes(const ir::Graph& graph, const ir::Bucket& bucket) {
   return words * sizeof(unsigned long long);
 }
 
+namespace {
+
+// A one-block-a-row step `last` over `rows` bucket rows, split where choice_parts says: a pass of kernel `first`
+// over rows × parts blocks writing per_part words a part to scratch (through Args::*out), then `last` (as
+// `last_id`) combining them.
+template <class Args>
+Result<std::vector<KernelStep>> split_rows(const char* op, KernelStep last, KernelId first, KernelId last_id,
+                                           uint32_t rows, uint32_t columns, uint32_t per_part,
+                                           unsigned long long* Args::*out, void* scratch, size_t scratch_bytes) {
+  const uint32_t parts = choice_parts(rows, columns);
+  if (parts == 1) return std::vector<KernelStep>{std::move(last)};
+  TANDEM_TRY(check_scratch(op, size_t{rows} * parts * per_part * sizeof(unsigned long long), scratch_bytes));
+  auto& args = std::get<Args>(last.args);
+  args.*out = static_cast<unsigned long long*>(scratch);
+  args.parts = parts;
+  KernelStep pass = last;
+  pass.id = first;
+  pass.grid = dim3(rows, parts);
+  last.id = last_id;
+  return std::vector<KernelStep>{std::move(pass), std::move(last)};
+}
+
+}  // namespace
+
 Result<std::vector<KernelStep>> top_k_steps(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k,
                                             const Loc& ids, const Loc& values, void* scratch, size_t scratch_bytes) {
-  TANDEM_ASSIGN(KernelStep merge, top_k_step(c, x, columns, k, ids, values));
-  const uint32_t rows = row_blocks(c, x.rows), parts = choice_parts(rows, columns);
-  if (parts == 1) return std::vector<KernelStep>{std::move(merge)};
-  TANDEM_TRY(check_scratch("top_k", size_t{rows} * parts * k * sizeof(unsigned long long), scratch_bytes));
-  auto& args = std::get<kernels::TopKArgs>(merge.args);
-  args.keys = static_cast<unsigned long long*>(scratch);
-  args.parts = parts;
-  KernelStep part = merge;
-  part.id = KernelId::top_k_parts_f32;
-  part.grid = dim3(rows, parts);
-  merge.id = KernelId::top_k_merge_f32_u32;
-  return std::vector<KernelStep>{std::move(part), std::move(merge)};
+  TANDEM_ASSIGN(KernelStep one, top_k_step(c, x, columns, k, ids, values));
+  return split_rows<kernels::TopKArgs>("top_k", std::move(one), KernelId::top_k_parts_f32,
+                                       KernelId::top_k_merge_f32_u32, row_blocks(c, x.rows), columns, k,
+                                       &kernels::TopKArgs::keys, scratch, scratch_bytes);
 }
 
 Result<std::vector<KernelStep>> sample_steps(const StepContext& c, const Loc& x, uint32_t columns, const Loc& out,
                                              ir::Stream stream, void* scratch, size_t scratch_bytes) {
-  TANDEM_ASSIGN(KernelStep sample, sample_step(c, x, columns, out, stream));
-  const uint32_t rows = row_blocks(c, x.rows), parts = choice_parts(rows, columns);
-  if (parts == 1) return std::vector<KernelStep>{std::move(sample)};
-  TANDEM_TRY(check_scratch("sample", size_t{rows} * parts * 2 * sizeof(unsigned long long), scratch_bytes));
-  auto& args = std::get<kernels::SampleArgs>(sample.args);
-  args.scans = static_cast<unsigned long long*>(scratch);
-  args.parts = parts;
-  KernelStep scan = sample;
-  scan.id = KernelId::sample_scan_parts_f32;
-  scan.grid = dim3(rows, parts);
-  return std::vector<KernelStep>{std::move(scan), std::move(sample)};
+  TANDEM_ASSIGN(KernelStep one, sample_step(c, x, columns, out, stream));
+  return split_rows<kernels::SampleArgs>("sample", std::move(one), KernelId::sample_scan_parts_f32,
+                                         KernelId::sample_f32_u32, row_blocks(c, x.rows), columns, 2,
+                                         &kernels::SampleArgs::scans, scratch, scratch_bytes);
 }
 
 Result<std::vector<KernelStep>> reject_sample_steps(const StepContext& c, const Loc& x, uint32_t columns,
