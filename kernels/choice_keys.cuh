@@ -51,6 +51,17 @@ TK_DEV double shfl_bits(double v, unsigned lane) {
   return bits_as<double>((static_cast<unsigned long long>(hi) << 32) | lo);
 }
 
+// Part `part` of a row split into `parts` (args.cuh kChoiceMaxParts): columns [begin, begin + count), begin a
+// multiple of 4 so a 16-byte aligned row stays aligned; parts past the columns are empty.
+struct ColumnPart {
+  unsigned begin, count;
+};
+TK_DEV ColumnPart column_part(unsigned columns, unsigned parts, unsigned part) {
+  const unsigned span = ((columns + parts - 1) / parts + 3) & ~3u;
+  const unsigned begin = min_u(columns, part * span);
+  return {begin, min_u(span, columns - begin)};
+}
+
 // Every id of a row once, spread over a block of kThreads: 4 columns per load below vec_end (a multiple
 // of 4 where the row is 16-byte aligned, else 0), kBatch loads in flight before any is used.
 template <unsigned kThreads, class F>

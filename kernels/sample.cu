@@ -59,10 +59,9 @@ __device__ __forceinline__ void sample_row(const SampleArgs& a) {
 __device__ __forceinline__ void scan_part(const SampleArgs& a) {
   const unsigned row = blockIdx.x, part = blockIdx.y;
   if (row >= real_rows(a.n, kRowsPicks)) return;
-  const unsigned span = ((a.columns + a.parts - 1) / a.parts + 3) & ~3u;
-  const unsigned begin = min_u(a.columns, part * span), count = min_u(span, a.columns - begin);
+  const ColumnPart p = column_part(a.columns, a.parts, part);
   __shared__ Scratch scratch;
-  const RowScan r = scan_range(a.x + static_cast<unsigned long long>(row) * a.ld, a.ld, begin, count, scratch);
+  const RowScan r = scan_range(a.x + static_cast<unsigned long long>(row) * a.ld, a.ld, p.begin, p.count, scratch);
   if (threadIdx.x == 0) {
     unsigned long long* out = a.scans + (static_cast<unsigned long long>(row) * a.parts + part) * 2;
     out[0] = r.best;

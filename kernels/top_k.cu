@@ -134,13 +134,12 @@ __device__ __forceinline__ void top_k_row(const TopKArgs& a) {
 __device__ __forceinline__ void top_k_part(const TopKArgs& a) {
   const unsigned row = blockIdx.x, part = blockIdx.y;
   if (row >= real_rows(a.n, a.kind)) return;
-  const unsigned span = ((a.columns + a.parts - 1) / a.parts + 3) & ~3u;
-  const unsigned begin = min_u(a.columns, part * span), count = min_u(span, a.columns - begin);
+  const ColumnPart p = column_part(a.columns, a.parts, part);
   unsigned long long* keys = a.keys + (static_cast<unsigned long long>(row) * a.parts + part) * a.k;
-  const unsigned k = min_u(a.k, count);
+  const unsigned k = min_u(a.k, p.count);
   for (unsigned i = k + threadIdx.x; i < a.k; i += kThreads) keys[i] = 0;
   if (k == 0) return;
-  top_k_keys(a.x + static_cast<unsigned long long>(row) * a.ld, begin, count, (a.ld & 3u) == 0, k,
+  top_k_keys(a.x + static_cast<unsigned long long>(row) * a.ld, p.begin, p.count, (a.ld & 3u) == 0, k,
              [&](unsigned i, unsigned long long key) { keys[i] = key; });
 }
 
