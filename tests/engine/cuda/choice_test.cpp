@@ -140,6 +140,8 @@ class ChoiceTest : public ::testing::Test {
   }
   // Rows of the wide vocabulary the emulator can afford in one test.
   uint32_t wide_rows() const { return emulated() ? 2 : 24; }
+  // Argmax, TopK and Sample lowered into one plan over rows `width` wide, against the CPU backend.
+  void check_choice_plan(uint32_t width);
   std::mt19937 rng_;
 };
 
@@ -605,8 +607,16 @@ TEST_F(ChoiceTest, LaunchersRefuseWrongTypesAndShapes) {
 }
 
 // The three ops inside a lowered plan (support, lowering, host id outputs) give the CPU backend's ids.
+// Rows of 297 columns run one block a row; rows of 4,997 split in two (choice_parts), through the plan's scratch.
 TEST_F(ChoiceTest, ChoiceOpsInAPlanMatchTheCpuBackend) {
-  const uint32_t vocab = 40, width = 300, columns = 297, k = 8;
+  for (const uint32_t width : {300u, 5000u}) {
+    SCOPED_TRACE(width);
+    check_choice_plan(width);
+  }
+}
+
+void ChoiceTest::check_choice_plan(uint32_t width) {
+  const uint32_t vocab = 40, columns = width - 3, k = 8;
   std::vector<float> table(size_t{vocab} * width);
   for (uint32_t v = 0; v < vocab; ++v) {
     const std::vector<float> r = make_row(kKinds[v % std::size(kKinds)], width, rng_);
