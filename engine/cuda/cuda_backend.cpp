@@ -32,13 +32,13 @@ bool env_is(const char* name, const char* value) {
 }
 
 // A count from the environment variable `name`: nullopt when unset or empty, an error naming `what` a value
-// must be when it is not a decimal number of at most `max`.
-Result<std::optional<uint32_t>> env_count(const char* name, uint32_t max, std::string_view what) {
+// must be when it is not a decimal number from `min` to `max`.
+Result<std::optional<uint32_t>> env_count(const char* name, uint32_t max, std::string_view what, uint32_t min = 0) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::optional<uint32_t>();
   char* end = nullptr;
   const unsigned long n = std::strtoul(v, &end, 10);
-  if (end == v || *end != '\0' || *v == '-' || n > max) {
+  if (end == v || *end != '\0' || *v == '-' || n > max || n < min) {
     return Error::make(ErrorKind::kInvalidArgument, "{} is '{}': {}", name, v, what);
   }
   return std::optional<uint32_t>(static_cast<uint32_t>(n));
@@ -62,24 +62,14 @@ Status apply_environment(CudaOptions& o) {
     o.stream_gemm_timed = s != "untimed";
   }
   TANDEM_ASSIGN(const auto stream_rows, env_count("TANDEM_CUDA_STREAM_GEMM_ROWS", kernels::kGemmStreamRows,
-                                                  "1..16 rows"));
-  if (stream_rows) {
-    if (*stream_rows == 0) {
-      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_STREAM_GEMM_ROWS is '0': 1..16 rows");
-    }
-    o.stream_gemm_rows = *stream_rows;
-  }
+                                                  "1..16 rows", 1));
+  if (stream_rows) o.stream_gemm_rows = *stream_rows;
   if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
   if (env_is("TANDEM_CUDA_QGEMM_PACKED", "0")) o.qgemm_packed = false;
   TANDEM_ASSIGN(const auto split_ctas, env_count("TANDEM_CUDA_SPLIT_CTAS", 4096, "0..4096 CTAs"));
   if (split_ctas) o.decoder_split_ctas = *split_ctas;
-  TANDEM_ASSIGN(const auto split_narrow, env_count("TANDEM_CUDA_SPLIT_NARROW", 8, "1..8 slices"));
-  if (split_narrow) {
-    if (*split_narrow == 0) {
-      return Error::make(ErrorKind::kInvalidArgument, "TANDEM_CUDA_SPLIT_NARROW is '0': 1..8 slices");
-    }
-    o.decoder_split_narrow = *split_narrow;
-  }
+  TANDEM_ASSIGN(const auto split_narrow, env_count("TANDEM_CUDA_SPLIT_NARROW", 8, "1..8 slices", 1));
+  if (split_narrow) o.decoder_split_narrow = *split_narrow;
   TANDEM_ASSIGN(const auto whole_k, env_count("TANDEM_CUDA_QGEMM_WHOLE_K_ROWS", UINT32_MAX, "a row count (0: never)"));
   if (whole_k) o.qgemm_whole_k_rows = *whole_k;
   if (const char* v = std::getenv("TANDEM_CUDA_ATTENTION"); v != nullptr && *v != '\0') {

@@ -103,11 +103,27 @@ size_t choice_scratch_words(uint32_t rows, uint32_t columns, uint32_t per_part) 
   return parts > 1 ? size_t{std::max(1u, rows)} * parts * per_part : 0;
 }
 
-Status check_scratch(const char* op, size_t need, size_t have) {
-  if (need > have) {
-    return mismatch(op, fmt::format("split rows need {} bytes of scratch, the plan has {}", need, have));
+// A one-block-a-row step `last` over `rows` bucket rows, split where choice_parts says: a pass of kernel `first`
+// over rows × parts blocks writing per_part words a part to scratch (through Args::*out), then `last` (as
+// `last_id`) combining them.
+template <class Args>
+Result<std::vector<KernelStep>> split_rows(const char* op, KernelStep last, KernelId first, KernelId last_id,
+                                           uint32_t rows, uint32_t columns, uint32_t per_part,
+                                           unsigned long long* Args::*out, void* scratch, size_t scratch_bytes) {
+  const uint32_t parts = choice_parts(rows, columns);
+  if (parts == 1) return std::vector<KernelStep>{std::move(last)};
+  const size_t need = choice_scratch_words(rows, columns, per_part) * sizeof(unsigned long long);
+  if (need > scratch_bytes) {
+    return mismatch(op, fmt::format("split rows need {} bytes of scratch, the plan has {}", need, scratch_bytes));
   }
-  return {};
+  auto& args = std::get<Args>(last.args);
+  args.*out = static_cast<unsigned long long*>(scratch);
+  args.parts = parts;
+  KernelStep pass = last;
+  pass.id = first;
+  pass.grid = dim3(rows, parts);
+  last.id = last_id;
+  return std::vector<KernelStep>{std::move(pass), std::move(last)};
 }
 
 }  // namespace
@@ -123,30 +139,6 @@ size_t choice_scratch_bytes(const ir::Graph& graph, const ir::Bucket& bucket) {
   }
   return words * sizeof(unsigned long long);
 }
-
-namespace {
-
-// A one-block-a-row step `last` over `rows` bucket rows, split where choice_parts says: a pass of kernel `first`
-// over rows × parts blocks writing per_part words a part to scratch (through Args::*out), then `last` (as
-// `last_id`) combining them.
-template <class Args>
-Result<std::vector<KernelStep>> split_rows(const char* op, KernelStep last, KernelId first, KernelId last_id,
-                                           uint32_t rows, uint32_t columns, uint32_t per_part,
-                                           unsigned long long* Args::*out, void* scratch, size_t scratch_bytes) {
-  const uint32_t parts = choice_parts(rows, columns);
-  if (parts == 1) return std::vector<KernelStep>{std::move(last)};
-  TANDEM_TRY(check_scratch(op, size_t{rows} * parts * per_part * sizeof(unsigned long long), scratch_bytes));
-  auto& args = std::get<Args>(last.args);
-  args.*out = static_cast<unsigned long long*>(scratch);
-  args.parts = parts;
-  KernelStep pass = last;
-  pass.id = first;
-  pass.grid = dim3(rows, parts);
-  last.id = last_id;
-  return std::vector<KernelStep>{std::move(pass), std::move(last)};
-}
-
-}  // namespace
 
 Result<std::vector<KernelStep>> top_k_steps(const StepContext& c, const Loc& x, uint32_t columns, uint32_t k,
                                             const Loc& ids, const Loc& values, void* scratch, size_t scratch_bytes) {

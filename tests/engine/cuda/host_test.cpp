@@ -52,13 +52,15 @@ TEST(CudaHost, MalformedCountsInTheEnvironmentAreRefusedByName) {
   }
 }
 
-// The switches that take words refuse any other, and a row limit of 0 (which would turn the switch off unseen).
+// The switches that take words refuse any other, and counts whose least is 1 refuse 0 (a row limit of 0 would
+// turn the switch off unseen).
 TEST(CudaHost, MalformedSwitchesInTheEnvironmentAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
       {"TANDEM_CUDA_STREAM_GEMM", "yes"},
       {"TANDEM_CUDA_STREAM_GEMM", "Untimed"},
-      {"TANDEM_CUDA_STREAM_GEMM_ROWS", "0"}};
-  const char* takes[] = {"0, 1 or untimed", "0, 1 or untimed", "1..16 rows"};
+      {"TANDEM_CUDA_STREAM_GEMM_ROWS", "0"},
+      {"TANDEM_CUDA_SPLIT_NARROW", "0"}};
+  const char* takes[] = {"0, 1 or untimed", "0, 1 or untimed", "1..16 rows", "1..8 slices"};
   for (size_t i = 0; i < std::size(cases); ++i) {
     const auto& [name, bad] = cases[i];
     ASSERT_EQ(::setenv(name, bad, 1), 0);
