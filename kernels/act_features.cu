@@ -6,6 +6,7 @@
 using namespace tandem::kernels;
 
 extern "C" __global__ void __launch_bounds__(256) act_features_f32_f32(ActFeaturesArgs a) {
+  enter_grid();
   const unsigned s = blockIdx.x;
   if (s >= real_rows(a.n, kRowsSeqs)) return;
   const unsigned lo = a.cu[s], hi = a.cu[s + 1];

@@ -5,6 +5,7 @@
 using namespace tandem::kernels;
 
 extern "C" __global__ void __launch_bounds__(256) add_type_f32_f32(AddTypeArgs a) {
+  enter_grid();
   const unsigned row = blockIdx.x;
   if (row >= real_rows(a.n, kRowsTokens)) return;
   // INVARIANT: row < the real tokens; qtype < the table's rows (ir::check).

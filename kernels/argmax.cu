@@ -43,4 +43,7 @@ __device__ __forceinline__ void argmax_row(const ArgmaxArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads) argmax_f32_u32(ArgmaxArgs a) { argmax_row(a); }
+extern "C" __global__ void __launch_bounds__(kThreads) argmax_f32_u32(ArgmaxArgs a) {
+  enter_grid();
+  argmax_row(a);
+}

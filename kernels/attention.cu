@@ -113,14 +113,18 @@ __device__ __forceinline__ void attention(const AttentionArgs& a) {
 // At least 2 blocks per multiprocessor: the unrolled loads keep ~125 registers a thread (left to
 // itself, ptxas squeezes them to 48 and spills for sm_80).
 extern "C" __global__ void __launch_bounds__(kThreads, 2) attention_f32_f32(AttentionArgs a) {
+  enter_grid();
   attention<float, float>(a);
 }
 extern "C" __global__ void __launch_bounds__(kThreads, 2) attention_f32_f16(AttentionArgs a) {
+  enter_grid();
   attention<float, half_t>(a);
 }
 extern "C" __global__ void __launch_bounds__(kThreads, 2) attention_f16_f32(AttentionArgs a) {
+  enter_grid();
   attention<half_t, float>(a);
 }
 extern "C" __global__ void __launch_bounds__(kThreads, 2) attention_f16_f16(AttentionArgs a) {
+  enter_grid();
   attention<half_t, half_t>(a);
 }

@@ -165,5 +165,11 @@ __device__ __forceinline__ void attention_tc(const AttentionArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128) attention_tc_f32_f32(AttentionArgs a) { attention_tc<float>(a); }
-extern "C" __global__ void __launch_bounds__(128) attention_tc_f32_f16(AttentionArgs a) { attention_tc<half_t>(a); }
+extern "C" __global__ void __launch_bounds__(128) attention_tc_f32_f32(AttentionArgs a) {
+  enter_grid();
+  attention_tc<float>(a);
+}
+extern "C" __global__ void __launch_bounds__(128) attention_tc_f32_f16(AttentionArgs a) {
+  enter_grid();
+  attention_tc<half_t>(a);
+}

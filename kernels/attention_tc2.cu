@@ -298,6 +298,7 @@ __device__ __forceinline__ void attention_tc2(const AttentionArgs& a) {
 // The split-P·V entries: two stages and two blocks per multiprocessor (up to 255 registers a thread;
 // split P·V needs more than 168), 2 × 106.5 KB of shared memory.
 extern "C" __global__ void __launch_bounds__(kTc2Threads, 2) attention_tc2_f32_f32(AttentionArgs a) {
+  enter_grid();
   attention_tc2<float, true>(a);
 }
 // The FP16 plans' kernel: one stage and 3 blocks per multiprocessor (at most 168 registers a thread, no
@@ -305,8 +306,10 @@ extern "C" __global__ void __launch_bounds__(kTc2Threads, 2) attention_tc2_f32_f
 // Compute: an issue every 4.4 cycles). On the H200 this took W3's attention from 4.61 to 3.56 ms and the
 // serving batch's from 3.10 to 2.38 ms (engine/cuda/PERF_NOTES.md, run 5).
 extern "C" __global__ void __launch_bounds__(kTc2Threads, 3) attention_tc2_f32_f16(AttentionArgs a) {
+  enter_grid();
   attention_tc2<half_t, false, 1>(a);
 }
 extern "C" __global__ void __launch_bounds__(kTc2Threads, 2) attention_tc2s_f32_f16(AttentionArgs a) {
+  enter_grid();
   attention_tc2<half_t, true>(a);
 }

@@ -32,6 +32,15 @@ __device__ __forceinline__ void bias_act(const BiasActArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) bias_act_f32_f32(BiasActArgs a) { bias_act<float>(a); }
-extern "C" __global__ void __launch_bounds__(256) bias_act_f16_f16(BiasActArgs a) { bias_act<half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) bias_act_bf16_bf16(BiasActArgs a) { bias_act<bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(256) bias_act_f32_f32(BiasActArgs a) {
+  enter_grid();
+  bias_act<float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) bias_act_f16_f16(BiasActArgs a) {
+  enter_grid();
+  bias_act<half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) bias_act_bf16_bf16(BiasActArgs a) {
+  enter_grid();
+  bias_act<bf16_t>(a);
+}

@@ -41,6 +41,15 @@ __device__ __forceinline__ void cache_append(const CacheAppendArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128) cache_append_f32(CacheAppendArgs a) { cache_append<float>(a); }
-extern "C" __global__ void __launch_bounds__(128) cache_append_f16(CacheAppendArgs a) { cache_append<half_t>(a); }
-extern "C" __global__ void __launch_bounds__(128) cache_append_bf16(CacheAppendArgs a) { cache_append<bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(128) cache_append_f32(CacheAppendArgs a) {
+  enter_grid();
+  cache_append<float>(a);
+}
+extern "C" __global__ void __launch_bounds__(128) cache_append_f16(CacheAppendArgs a) {
+  enter_grid();
+  cache_append<half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(128) cache_append_bf16(CacheAppendArgs a) {
+  enter_grid();
+  cache_append<bf16_t>(a);
+}

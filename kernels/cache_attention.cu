@@ -520,17 +520,21 @@ TK_DEV void cache_attention_combine(const CacheAttentionArgs& a) {
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kCacheThreads, 1) cache_attention_f32(CacheAttentionArgs a) {
+  enter_grid();
   cache_attention_simt<float>(a);
 }
 extern "C" __global__ void __launch_bounds__(kCacheThreads, 1) cache_attention_f16(CacheAttentionArgs a) {
+  enter_grid();
   cache_attention_simt<half_t>(a);
 }
 extern "C" __global__ void __launch_bounds__(kCacheThreads, 1) cache_attention_bf16(CacheAttentionArgs a) {
+  enter_grid();
   cache_attention_simt<bf16_t>(a);
 }
 #define TK_CACHE_TC(type, tag, dim)                                                                       \
   extern "C" __global__ void __launch_bounds__(kCacheThreads, 1) cache_attention_tc_##tag##_h##dim(       \
       CacheAttentionArgs a) {                                                                             \
+    enter_grid();                                                                                         \
     cache_attention_tc<type, dim>(a);                                                                     \
   }
 TK_CACHE_TC(half_t, f16, 32)
@@ -541,11 +545,14 @@ TK_CACHE_TC(bf16_t, bf16, 64)
 TK_CACHE_TC(bf16_t, bf16, 128)
 #undef TK_CACHE_TC
 extern "C" __global__ void __launch_bounds__(kCacheThreads, 1) cache_attention_combine_f32(CacheAttentionArgs a) {
+  enter_grid();
   cache_attention_combine<float>(a);
 }
 extern "C" __global__ void __launch_bounds__(kCacheThreads, 1) cache_attention_combine_f16(CacheAttentionArgs a) {
+  enter_grid();
   cache_attention_combine<half_t>(a);
 }
 extern "C" __global__ void __launch_bounds__(kCacheThreads, 1) cache_attention_combine_bf16(CacheAttentionArgs a) {
+  enter_grid();
   cache_attention_combine<bf16_t>(a);
 }

@@ -19,5 +19,11 @@ __device__ __forceinline__ void cast(const CastArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) cast_f32_f16(CastArgs a) { cast<half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) cast_f32_bf16(CastArgs a) { cast<bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(256) cast_f32_f16(CastArgs a) {
+  enter_grid();
+  cast<half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) cast_f32_bf16(CastArgs a) {
+  enter_grid();
+  cast<bf16_t>(a);
+}

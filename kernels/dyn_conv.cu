@@ -35,8 +35,23 @@ __device__ __forceinline__ void dyn_conv(const DynConvArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) dyn_conv_f32_f32(DynConvArgs a) { dyn_conv<float, float>(a); }
-extern "C" __global__ void __launch_bounds__(256) dyn_conv_f16_f16(DynConvArgs a) { dyn_conv<half_t, half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) dyn_conv_f16_f32(DynConvArgs a) { dyn_conv<half_t, float>(a); }
-extern "C" __global__ void __launch_bounds__(256) dyn_conv_bf16_bf16(DynConvArgs a) { dyn_conv<bf16_t, bf16_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) dyn_conv_bf16_f32(DynConvArgs a) { dyn_conv<bf16_t, float>(a); }
+extern "C" __global__ void __launch_bounds__(256) dyn_conv_f32_f32(DynConvArgs a) {
+  enter_grid();
+  dyn_conv<float, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) dyn_conv_f16_f16(DynConvArgs a) {
+  enter_grid();
+  dyn_conv<half_t, half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) dyn_conv_f16_f32(DynConvArgs a) {
+  enter_grid();
+  dyn_conv<half_t, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) dyn_conv_bf16_bf16(DynConvArgs a) {
+  enter_grid();
+  dyn_conv<bf16_t, bf16_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) dyn_conv_bf16_f32(DynConvArgs a) {
+  enter_grid();
+  dyn_conv<bf16_t, float>(a);
+}

@@ -4,6 +4,7 @@
 using namespace tandem::kernels;
 
 extern "C" __global__ void __launch_bounds__(256) embed_f32_f32(EmbedArgs a) {
+  enter_grid();
   const unsigned row = blockIdx.x;
   if (row >= real_rows(a.n, kRowsTokens)) return;
   // INVARIANT: row < the real tokens <= bucket rows of out; ids < vocab (ir::check) index the table.

@@ -26,7 +26,19 @@ __device__ __forceinline__ void geglu(const GegluArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) geglu_f32_f32(GegluArgs a) { geglu<float, float>(a); }
-extern "C" __global__ void __launch_bounds__(256) geglu_f32_f16(GegluArgs a) { geglu<float, half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) geglu_f16_f32(GegluArgs a) { geglu<half_t, float>(a); }
-extern "C" __global__ void __launch_bounds__(256) geglu_f16_f16(GegluArgs a) { geglu<half_t, half_t>(a); }
+extern "C" __global__ void __launch_bounds__(256) geglu_f32_f32(GegluArgs a) {
+  enter_grid();
+  geglu<float, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) geglu_f32_f16(GegluArgs a) {
+  enter_grid();
+  geglu<float, half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) geglu_f16_f32(GegluArgs a) {
+  enter_grid();
+  geglu<half_t, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) geglu_f16_f16(GegluArgs a) {
+  enter_grid();
+  geglu<half_t, half_t>(a);
+}

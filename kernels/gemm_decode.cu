@@ -76,6 +76,7 @@ TK_DEV void gemm_decode(const GemmDecodeArgs& a) {
 
 #define TK_GEMM_DECODE(name, T, Out)                                                    \
   extern "C" __global__ void __launch_bounds__(kGemmDecodeWarps * 32) name(GemmDecodeArgs a) { \
+    enter_grid();                                                                       \
     gemm_decode<T, Out>(a);                                                             \
   }
 TK_GEMM_DECODE(gemm_decode_f16_f32, half_t, float)

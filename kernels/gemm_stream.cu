@@ -46,6 +46,7 @@ TK_DEV void gemm_stream(const GemmStreamArgs& a) {
     for (unsigned u = 0; u < kDepth; ++u) ws[u] = load_step(w + 32ull * min_u(u, last));
   }
   wait_prior_grids();
+  allow_dependents();
   const unsigned here = min_u(real_rows(a.n, a.kind), min_u(a.rows, kGemmStreamRows));
   // The warp's slice of the real rows into its part of shared memory (rows kGemmStreamRowPad bytes longer than the
   // slice), in 16-byte copies, once.

@@ -23,6 +23,15 @@ __device__ __forceinline__ void head_norm_rope(const HeadNormRopeArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128) head_norm_rope_f32(HeadNormRopeArgs a) { head_norm_rope<float>(a); }
-extern "C" __global__ void __launch_bounds__(128) head_norm_rope_f16(HeadNormRopeArgs a) { head_norm_rope<half_t>(a); }
-extern "C" __global__ void __launch_bounds__(128) head_norm_rope_bf16(HeadNormRopeArgs a) { head_norm_rope<bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(128) head_norm_rope_f32(HeadNormRopeArgs a) {
+  enter_grid();
+  head_norm_rope<float>(a);
+}
+extern "C" __global__ void __launch_bounds__(128) head_norm_rope_f16(HeadNormRopeArgs a) {
+  enter_grid();
+  head_norm_rope<half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(128) head_norm_rope_bf16(HeadNormRopeArgs a) {
+  enter_grid();
+  head_norm_rope<bf16_t>(a);
+}

@@ -36,6 +36,15 @@ __device__ __forceinline__ void input(const InputArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) input_f32(InputArgs a) { input<float>(a); }
-extern "C" __global__ void __launch_bounds__(256) input_f16(InputArgs a) { input<half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) input_bf16(InputArgs a) { input<bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(256) input_f32(InputArgs a) {
+  enter_grid();
+  input<float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) input_f16(InputArgs a) {
+  enter_grid();
+  input<half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) input_bf16(InputArgs a) {
+  enter_grid();
+  input<bf16_t>(a);
+}

@@ -83,14 +83,18 @@ __device__ __forceinline__ void layer_norm(const LayerNormArgs& a) {
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(128) layer_norm_f32_f32(LayerNormArgs a) {
+  enter_grid();
   layer_norm<float, float>(a);
 }
 extern "C" __global__ void __launch_bounds__(128) layer_norm_f32_f16(LayerNormArgs a) {
+  enter_grid();
   layer_norm<float, half_t>(a);
 }
 extern "C" __global__ void __launch_bounds__(128) layer_norm_f16_f32(LayerNormArgs a) {
+  enter_grid();
   layer_norm<half_t, float>(a);
 }
 extern "C" __global__ void __launch_bounds__(128) layer_norm_f16_f16(LayerNormArgs a) {
+  enter_grid();
   layer_norm<half_t, half_t>(a);
 }

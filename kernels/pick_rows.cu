@@ -18,9 +18,19 @@ __device__ __forceinline__ void gather(const PickRowsArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) pick_rows_f32_f32(PickRowsArgs a) { gather<float, float>(a); }
-extern "C" __global__ void __launch_bounds__(256) pick_rows_f32_f16(PickRowsArgs a) { gather<float, half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) pick_rows_f16_f32(PickRowsArgs a) { gather<half_t, float>(a); }
+extern "C" __global__ void __launch_bounds__(256) pick_rows_f32_f32(PickRowsArgs a) {
+  enter_grid();
+  gather<float, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) pick_rows_f32_f16(PickRowsArgs a) {
+  enter_grid();
+  gather<float, half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) pick_rows_f16_f32(PickRowsArgs a) {
+  enter_grid();
+  gather<half_t, float>(a);
+}
 extern "C" __global__ void __launch_bounds__(256) pick_rows_f16_f16(PickRowsArgs a) {
+  enter_grid();
   gather<half_t, half_t>(a);
 }

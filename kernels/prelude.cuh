@@ -36,8 +36,7 @@ TK_DEV float shfl(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane);
 
 // Programmatic dependent launch (sm_90): a kernel launched with it may start while the kernel before it runs,
 // and must wait_prior_grids() before it reads that kernel's outputs or writes what it reads; a kernel calls
-// allow_dependents() once the next may start (its weights prefetch meanwhile). Both are no-ops below sm_90 and
-// when the launch did not ask for it.
+// allow_dependents() once the next may start. Both are no-ops below sm_90 and when the launch did not ask for it.
 TK_DEV void wait_prior_grids() {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -65,6 +64,16 @@ TK_DEV double add_rn(double a, double b) { return __dadd_rn(a, b); }
 #endif
 
 namespace tandem::kernels {
+
+// Every kernel's first statement (the emulator checks that every thread waited): lowering may launch any kernel
+// of a plan with programmatic dependent launch, so each waits for the grid ahead before touching memory, then lets
+// the next one's blocks onto the multiprocessors, where they wait in turn. Waiting first keeps it to one grid
+// ahead: a grid triggers only once the one before it has finished. (gemm_stream.cu loads its constant weights
+// before the wait, then does both.)
+TK_DEV void enter_grid() {
+  wait_prior_grids();
+  allow_dependents();
+}
 
 // 16-bit floats travel as their bits; the type only selects the conversion.
 struct half_t {

@@ -82,10 +82,31 @@ __device__ __forceinline__ void qgemm(const QGemmArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_f32(QGemmArgs a) { qgemm<float, float>(a); }
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f16_f16(QGemmArgs a) { qgemm<half_t, half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f16_f32(QGemmArgs a) { qgemm<half_t, float>(a); }
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_f16(QGemmArgs a) { qgemm<float, half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_bf16_bf16(QGemmArgs a) { qgemm<bf16_t, bf16_t>(a); }
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_bf16_f32(QGemmArgs a) { qgemm<bf16_t, float>(a); }
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_bf16(QGemmArgs a) { qgemm<float, bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_f32(QGemmArgs a) {
+  enter_grid();
+  qgemm<float, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f16_f16(QGemmArgs a) {
+  enter_grid();
+  qgemm<half_t, half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f16_f32(QGemmArgs a) {
+  enter_grid();
+  qgemm<half_t, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_f16(QGemmArgs a) {
+  enter_grid();
+  qgemm<float, half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) qgemm_bf16_bf16(QGemmArgs a) {
+  enter_grid();
+  qgemm<bf16_t, bf16_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) qgemm_bf16_f32(QGemmArgs a) {
+  enter_grid();
+  qgemm<bf16_t, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_bf16(QGemmArgs a) {
+  enter_grid();
+  qgemm<float, bf16_t>(a);
+}

@@ -33,6 +33,7 @@ struct Sliced {
 
 #define TK_QGEMM_TC(name, In, Out)                                                     \
   extern "C" __global__ void __launch_bounds__(kQGemmTcWarps * 32) name(QGemmTcArgs a) { \
+    enter_grid();                                                                          \
     dispatch<Sliced, In, Out>(a);                                                          \
   }
 TK_QGEMM_TC(qgemm_tc_f32_f32, float, float)

@@ -45,6 +45,7 @@ struct WholeK {
 
 #define TK_QGEMM_TC(name, In, Out)                                                     \
   extern "C" __global__ void __launch_bounds__(kQGemmTcWarps * 32) name(QGemmTcArgs a) { \
+    enter_grid();                                                                          \
     dispatch<WholeK, In, Out>(a);                                                          \
   }
 TK_QGEMM_TC(qgemm_tc_whole_k_f32_f32, float, float)

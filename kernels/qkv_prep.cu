@@ -45,6 +45,15 @@ __device__ __forceinline__ void qkv_prep(const QkvPrepArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128) qkv_prep_f32(QkvPrepArgs a) { qkv_prep<float>(a); }
-extern "C" __global__ void __launch_bounds__(128) qkv_prep_f16(QkvPrepArgs a) { qkv_prep<half_t>(a); }
-extern "C" __global__ void __launch_bounds__(128) qkv_prep_bf16(QkvPrepArgs a) { qkv_prep<bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(128) qkv_prep_f32(QkvPrepArgs a) {
+  enter_grid();
+  qkv_prep<float>(a);
+}
+extern "C" __global__ void __launch_bounds__(128) qkv_prep_f16(QkvPrepArgs a) {
+  enter_grid();
+  qkv_prep<half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(128) qkv_prep_bf16(QkvPrepArgs a) {
+  enter_grid();
+  qkv_prep<bf16_t>(a);
+}

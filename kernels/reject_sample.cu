@@ -176,6 +176,10 @@ __device__ __forceinline__ void commit(const RejectSampleArgs& a) {
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kSampleThreads, 2) reject_sample_f32_u32(RejectSampleArgs a) {
+  enter_grid();
   reject_row(a);
 }
-extern "C" __global__ void __launch_bounds__(32) reject_commit_u32(RejectSampleArgs a) { commit(a); }
+extern "C" __global__ void __launch_bounds__(32) reject_commit_u32(RejectSampleArgs a) {
+  enter_grid();
+  commit(a);
+}

@@ -11,7 +11,6 @@ constexpr unsigned kThreads = 256;
 
 template <class In, class Out>
 __device__ __forceinline__ void rms_norm(const RmsNormArgs& a) {
-  allow_dependents();  // a streaming GEMM after it may start and prefetch its weights
   const unsigned row = blockIdx.x;
   if (row >= real_rows(a.n, a.kind)) return;  // the whole block leaves together
   // INVARIANT: row < the real count <= the bucket rows lowering sized x and out for.
@@ -53,8 +52,11 @@ __device__ __forceinline__ void rms_norm(const RmsNormArgs& a) {
 
 }  // namespace
 
-#define TANDEM_RMS_NORM(name, In, Out) \
-  extern "C" __global__ void __launch_bounds__(kThreads) name(RmsNormArgs a) { rms_norm<In, Out>(a); }
+#define TANDEM_RMS_NORM(name, In, Out)                                      \
+  extern "C" __global__ void __launch_bounds__(kThreads) name(RmsNormArgs a) { \
+    enter_grid();                                                          \
+    rms_norm<In, Out>(a);                                                  \
+  }
 TANDEM_RMS_NORM(rms_norm_f32_f32, float, float)
 TANDEM_RMS_NORM(rms_norm_f32_f16, float, half_t)
 TANDEM_RMS_NORM(rms_norm_f32_bf16, float, bf16_t)

@@ -27,5 +27,11 @@ __device__ __forceinline__ void rope(const RopeArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) rope_f32_f32(RopeArgs a) { rope<float>(a); }
-extern "C" __global__ void __launch_bounds__(256) rope_f16_f16(RopeArgs a) { rope<half_t>(a); }
+extern "C" __global__ void __launch_bounds__(256) rope_f32_f32(RopeArgs a) {
+  enter_grid();
+  rope<float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) rope_f16_f16(RopeArgs a) {
+  enter_grid();
+  rope<half_t>(a);
+}

@@ -72,5 +72,11 @@ __device__ __forceinline__ void scan_part(const SampleArgs& a) {
 }  // namespace
 
 // Two blocks per multiprocessor: one streams its row while the other sorts or scans.
-extern "C" __global__ void __launch_bounds__(kThreads, 2) sample_f32_u32(SampleArgs a) { sample_row(a); }
-extern "C" __global__ void __launch_bounds__(kThreads) sample_scan_parts_f32(SampleArgs a) { scan_part(a); }
+extern "C" __global__ void __launch_bounds__(kThreads, 2) sample_f32_u32(SampleArgs a) {
+  enter_grid();
+  sample_row(a);
+}
+extern "C" __global__ void __launch_bounds__(kThreads) sample_scan_parts_f32(SampleArgs a) {
+  enter_grid();
+  scan_part(a);
+}

@@ -130,4 +130,7 @@ __device__ __forceinline__ void walk(const SelectorWalkArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads, 1) selector_walk_f32_u32(SelectorWalkArgs a) { walk(a); }
+extern "C" __global__ void __launch_bounds__(kThreads, 1) selector_walk_f32_u32(SelectorWalkArgs a) {
+  enter_grid();
+  walk(a);
+}

@@ -30,8 +30,23 @@ __device__ __forceinline__ void swiglu(const SwigluArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) swiglu_f32_f32(SwigluArgs a) { swiglu<float, float>(a); }
-extern "C" __global__ void __launch_bounds__(256) swiglu_f32_f16(SwigluArgs a) { swiglu<float, half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) swiglu_f32_bf16(SwigluArgs a) { swiglu<float, bf16_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) swiglu_f16_f16(SwigluArgs a) { swiglu<half_t, half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) swiglu_bf16_bf16(SwigluArgs a) { swiglu<bf16_t, bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(256) swiglu_f32_f32(SwigluArgs a) {
+  enter_grid();
+  swiglu<float, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) swiglu_f32_f16(SwigluArgs a) {
+  enter_grid();
+  swiglu<float, half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) swiglu_f32_bf16(SwigluArgs a) {
+  enter_grid();
+  swiglu<float, bf16_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) swiglu_f16_f16(SwigluArgs a) {
+  enter_grid();
+  swiglu<half_t, half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) swiglu_bf16_bf16(SwigluArgs a) {
+  enter_grid();
+  swiglu<bf16_t, bf16_t>(a);
+}

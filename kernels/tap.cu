@@ -27,6 +27,15 @@ __device__ __forceinline__ void tap(const TapArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) tap_f32_f32(TapArgs a) { tap<float, float>(a); }
-extern "C" __global__ void __launch_bounds__(256) tap_f32_f16(TapArgs a) { tap<float, half_t>(a); }
-extern "C" __global__ void __launch_bounds__(256) tap_f32_bf16(TapArgs a) { tap<float, bf16_t>(a); }
+extern "C" __global__ void __launch_bounds__(256) tap_f32_f32(TapArgs a) {
+  enter_grid();
+  tap<float, float>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) tap_f32_f16(TapArgs a) {
+  enter_grid();
+  tap<float, half_t>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) tap_f32_bf16(TapArgs a) {
+  enter_grid();
+  tap<float, bf16_t>(a);
+}

@@ -159,6 +159,15 @@ __device__ __forceinline__ void top_k_merge(const TopKArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads) top_k_f32_u32(TopKArgs a) { top_k_row(a); }
-extern "C" __global__ void __launch_bounds__(kThreads) top_k_parts_f32(TopKArgs a) { top_k_part(a); }
-extern "C" __global__ void __launch_bounds__(kThreads) top_k_merge_f32_u32(TopKArgs a) { top_k_merge(a); }
+extern "C" __global__ void __launch_bounds__(kThreads) top_k_f32_u32(TopKArgs a) {
+  enter_grid();
+  top_k_row(a);
+}
+extern "C" __global__ void __launch_bounds__(kThreads) top_k_parts_f32(TopKArgs a) {
+  enter_grid();
+  top_k_part(a);
+}
+extern "C" __global__ void __launch_bounds__(kThreads) top_k_merge_f32_u32(TopKArgs a) {
+  enter_grid();
+  top_k_merge(a);
+}

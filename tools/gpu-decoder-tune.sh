@@ -7,8 +7,8 @@
 # SPEC_VARIANTS (same form) then runs bench/cuda_spec_bench $SPEC_ARGS once per variant (e.g. SPEC_ARGS="--batches 1
 # --acceptance 6.5"). Logs and JSON go to $OUT; tables of the variants are printed last.
 #   OUT=/tmp/out ./tools/gpu-decoder-tune.sh      (NO_STUDY=1 skips the study, NO_TESTS=1 the tests, TESTS="..."
-#   replaces them, STUDY_ARGS=--stream adds to the study's arguments, VARIANT_TIMEOUT=S limits each variant
-#   (default 150 s); no variant starts after BUDGET_S seconds, default 480, so the call ends inside the
+#   replaces them, TEST_ENV="NAME=V ..." runs them under those switches, STUDY_ARGS=--stream adds to the study's
+#   arguments, VARIANT_TIMEOUT=S limits each variant (default 150 s); no variant starts after BUDGET_S seconds, default 480, so the call ends inside the
 #   device's 10 minutes)
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 VARIANTS=${VARIANTS:-"apart:TANDEM_CUDA_FUSE_QKV=0 fused:"}
@@ -27,7 +27,8 @@ timeout 420 cmake --build "$BUILD" -j"$(nproc)" --target $TARGETS > "$OUT/build.
 say "built"
 if [ -z "${NO_TESTS:-}" ]; then
   for t in $TESTS; do
-    timeout 120 "$BUILD/tests/engine/cuda/$t" > "$OUT/$t.log" 2>&1
+    # shellcheck disable=SC2086
+    env ${TEST_ENV:-} timeout 120 "$BUILD/tests/engine/cuda/$t" > "$OUT/$t.log" 2>&1
     say "$t rc $? ($(grep -cE '^\[       OK' "$OUT/$t.log") ok, $(grep -cE '^\[  FAILED  \] .*\(' "$OUT/$t.log") failed)"
   done
 fi

@@ -64,7 +64,8 @@ Status apply_environment(CudaOptions& o) {
   TANDEM_ASSIGN(const auto stream_rows, env_count("TANDEM_CUDA_STREAM_GEMM_ROWS", kernels::kGemmStreamRows,
                                                   "1..16 rows", 1));
   if (stream_rows) o.stream_gemm_rows = *stream_rows;
-  if (env_is("TANDEM_CUDA_OVERLAP", "0")) o.overlap_launches = false;
+  TANDEM_ASSIGN(const auto overlap, env_count("TANDEM_CUDA_OVERLAP", 1, "0 or 1"));
+  if (overlap) o.overlap_launches = *overlap == 1;
   if (env_is("TANDEM_CUDA_QGEMM_PACKED", "0")) o.qgemm_packed = false;
   TANDEM_ASSIGN(const auto split_ctas, env_count("TANDEM_CUDA_SPLIT_CTAS", 4096, "0..4096 CTAs"));
   if (split_ctas) o.decoder_split_ctas = *split_ctas;
@@ -105,7 +106,7 @@ class CudaBackend final : public ir::Backend {
     const bool profiled = std::getenv("CUDA_INJECTION64_PATH") != nullptr;
     b->algos_->set_profiled(profiled);
     log::info("CUDA backend on {} ({} precision, graphs {}, GEMM probe {}{}, attention {}, GEMM row tiers {}, "
-              "decode GEMM {}, stream GEMM {}{}, q/k/v prep {}): {}{}",
+              "decode GEMM {}, stream GEMM {}{}, q/k/v prep {}, launches {}): {}{}",
               b->device_->info().describe(), ir::to_string(options.precision), options.graphs ? "on" : "off",
               options.gemm_probe ? "on" : "off",
               !options.gemm_probe || !options.gemm_timed ? ""
@@ -115,10 +116,11 @@ class CudaBackend final : public ir::Backend {
               options.gemm_tiers ? fmt::format("from {} tokens", options.gemm_tier_min_tokens) : "off",
               options.decode_gemm ? "on" : "off", options.stream_gemm ? "on" : "off",
               !options.stream_gemm ? ""
-                                   : fmt::format(" (up to {} rows{}{})", options.stream_gemm_rows,
-                                                 options.stream_gemm_timed ? "" : ", untimed",
-                                                 options.overlap_launches ? ", overlapped launches" : ""),
-              options.fuse_qkv_prep ? "fused" : "apart", b->modules_->summary(),
+                                   : fmt::format(" (up to {} rows{})", options.stream_gemm_rows,
+                                                 options.stream_gemm_timed ? "" : ", untimed"),
+              options.fuse_qkv_prep ? "fused" : "apart",
+              options.overlap_launches && b->device_->info().cc_major >= 9 ? "overlapped" : "plain",
+              b->modules_->summary(),
               remembered);
     return std::unique_ptr<ir::Backend>(std::move(b));
   }

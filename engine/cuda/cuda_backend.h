@@ -84,9 +84,12 @@ struct CudaOptions {
   // With stream_gemm: the most bucket rows it runs (TANDEM_CUDA_STREAM_GEMM_ROWS=N, 1..16), e.g. 1 for decode
   // steps only, where its staged rows cost least.
   uint32_t stream_gemm_rows = 16;
-  // Streaming GEMMs start with programmatic dependent launch (sm_90): their first weights load while the kernel
-  // ahead (an RMSNorm, SwiGLU, the attention's combine) still runs (TANDEM_CUDA_OVERLAP=0: plain launches).
-  bool overlap_launches = true;
+  // Every kernel of a plan but the first starts with programmatic dependent launch (sm_90): its blocks take their
+  // places while the kernel ahead finishes and wait there (kernels/prelude.cuh enter_grid), which hides a launch's
+  // latency at each of a decode step's ~200 boundaries between kernels of ours; a streaming GEMM also loads its
+  // first weights meanwhile. TANDEM_CUDA_OVERLAP=1 turns it on, 0 off. Off by default until timed on a GPU
+  // (PERF_NOTES "Every kernel launched to overlap the one ahead").
+  bool overlap_launches = false;
   // A quantized weight's codes are uploaded in the tensor-core layout (qgemm_layout.h) where the device has
   // tensor cores and k allows it, and its qgemm reads them so: 2-22% faster than the checkpoint layout at every
   // shape the kernel study times (BENCHMARKS, issue 14). Bits may differ from the checkpoint layout's in the

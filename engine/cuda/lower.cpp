@@ -148,6 +148,9 @@ std::string Lowering::label(size_t i, const ir::Op& op) const {
 Status Lowering::add(Result<KernelStep> step, std::string label) {
   if (!step.ok()) return std::move(step).error().context(label);
   step->label = std::move(label);
+  // Every kernel waits for the grid ahead at entry (prelude.cuh enter_grid), so any may start early; not the
+  // first, which follows the index upload, a copy and not a kernel.
+  step->overlap_prior = plan_.options_.overlap_launches && !plan_.steps_.empty();
   plan_.steps_.emplace_back(std::move(step).value());
   return {};
 }
@@ -451,9 +454,7 @@ Result<bool> Lowering::lower_stream_gemm(const Gemm& gemm, const Loc& in, const 
     }
   }
   if (same) {
-    TANDEM_ASSIGN(KernelStep step, gemm_stream_step(ctx_, in, out, w, shape.splits, shape.accumulate));
-    step.overlap_prior = plan_.options_.overlap_launches;
-    TANDEM_TRY(add(std::move(step), where));
+    TANDEM_TRY(add(gemm_stream_step(ctx_, in, out, w, shape.splits, shape.accumulate), where));
     return true;
   }
   if (algos_.note_unstreamed(shape)) {

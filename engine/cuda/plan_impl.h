@@ -35,7 +35,7 @@ struct PlanOptions {
   bool stream_gemm = false;    // decoder GEMMs of up to 16 rows on gemm_stream.cu where a probe shows cuBLASLt's bits
   bool stream_gemm_timed = true;  // ... and, with GEMM timing, where it was timed faster (cuda_backend.h)
   uint32_t stream_gemm_rows = 16;  // ... in buckets of at most this many rows
-  bool overlap_launches = true;  // streaming GEMMs launched to prefetch weights while the kernel ahead runs
+  bool overlap_launches = false;  // every kernel step but the first starts with programmatic dependent launch
   uint32_t qgemm_whole_k_rows = 0;  // quantized GEMMs of buckets of at least this many rows go whole-K; 0: none
 };
 

@@ -39,7 +39,8 @@ TEST(CudaHost, MalformedCountsInTheEnvironmentAreRefusedByName) {
       {"TANDEM_CUDA_SPLIT_CTAS", "0..4096 CTAs"},
       {"TANDEM_CUDA_SPLIT_NARROW", "1..8 slices"},
       {"TANDEM_CUDA_GEMM_TIERS", "0, 1 or a token count"},
-      {"TANDEM_CUDA_STREAM_GEMM_ROWS", "1..16 rows"}};
+      {"TANDEM_CUDA_STREAM_GEMM_ROWS", "1..16 rows"},
+      {"TANDEM_CUDA_OVERLAP", "0 or 1"}};
   for (const auto& [name, takes] : cases) {
     for (const char* bad : {"sixty-four", "64x", "-1", "99999999999"}) {
       ASSERT_EQ(::setenv(name, bad, 1), 0);
@@ -59,8 +60,9 @@ TEST(CudaHost, MalformedSwitchesInTheEnvironmentAreRefusedByName) {
       {"TANDEM_CUDA_STREAM_GEMM", "yes"},
       {"TANDEM_CUDA_STREAM_GEMM", "Untimed"},
       {"TANDEM_CUDA_STREAM_GEMM_ROWS", "0"},
-      {"TANDEM_CUDA_SPLIT_NARROW", "0"}};
-  const char* takes[] = {"0, 1 or untimed", "0, 1 or untimed", "1..16 rows", "1..8 slices"};
+      {"TANDEM_CUDA_SPLIT_NARROW", "0"},
+      {"TANDEM_CUDA_OVERLAP", "2"}};
+  const char* takes[] = {"0, 1 or untimed", "0, 1 or untimed", "1..16 rows", "1..8 slices", "0 or 1"};
   for (size_t i = 0; i < std::size(cases); ++i) {
     const auto& [name, bad] = cases[i];
     ASSERT_EQ(::setenv(name, bad, 1), 0);

@@ -302,6 +302,57 @@ TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {
   expect_same_bits(outs[1], outs[0], "fused against apart");
 }
 
+// Programmatic dependent launch on every kernel of a plan (CudaOptions::overlap_launches) changes when each
+// kernel starts, not what it computes: on sm_90 every kernel step but the first asks for it, and a prefill and a
+// step after it give the same bits with it and without. On a GPU this is where a kernel that touched memory
+// before its wait (kernels/prelude.cuh enter_grid) would show as a race.
+TEST_P(CudaTargetTest, OverlappedLaunchesGiveTheBitsOfPlainOnes) {
+  TANDEM_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  // The options decide here, not a TANDEM_CUDA_OVERLAP that a run of the whole suite under it sets.
+  const char* env = std::getenv("TANDEM_CUDA_OVERLAP");
+  const std::string saved = env == nullptr ? "" : env;
+  ::unsetenv("TANDEM_CUDA_OVERLAP");
+  struct Restore {
+    const std::string& value;
+    ~Restore() {
+      if (!value.empty()) ::setenv("TANDEM_CUDA_OVERLAP", value.c_str(), 1);
+    }
+  } restore{saved};
+  const testing::TinyTarget t = testing::random_target(shape(), 17);
+  PrefillAndStep outs[2];  // [overlap]
+  auto graph = models::qwen3::build_target_graph(t.cfg, {});
+  ASSERT_TRUE(graph.ok()) << graph.error().message();
+  const ir::Graph* graphs[] = {&graph.value()};
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    CudaOptions o;
+    o.precision = GetParam();
+    o.overlap_launches = overlap == 1;
+    auto gpu = make_cuda_backend(o);
+    ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+    auto weights = (*gpu)->upload(*t.weights, graphs);
+    ASSERT_TRUE(weights.ok()) << weights.error().message();
+    auto plan = (*gpu)->lower(**weights, *graph, ir::Bucket{8, 2, 8});
+    ASSERT_TRUE(plan.ok()) << plan.error().message();
+    const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
+    ASSERT_NE(cp, nullptr);
+    size_t kernels = 0, overlapped = 0;
+    for (size_t i = 0; i < cp->steps().size(); ++i) {
+      const auto* k = std::get_if<KernelStep>(&cp->steps()[i]);
+      if (k == nullptr) continue;
+      ++kernels;
+      overlapped += k->overlap_prior ? 1 : 0;
+      EXPECT_EQ(k->overlap_prior, overlap == 1 && i > 0 && prop.major >= 9) << k->label;
+    }
+    EXPECT_GT(kernels, 10u);
+    ASSERT_TRUE(std::holds_alternative<KernelStep>(cp->steps().front())) << "the plan starts with the embedding";
+    EXPECT_EQ(overlapped, overlap == 1 && prop.major >= 9 ? kernels - 1 : 0);
+    outs[overlap] = prefill_and_step(**gpu, t);
+  }
+  expect_same_bits(outs[1], outs[0], "overlapped against plain launches");
+}
+
 // Appending after a crop (rejected drafts dropped) gives the rows a fresh prefill of the same tokens gives.
 TEST_P(CudaTargetTest, CropAndAppendEqualAFreshPrefill) {
   TANDEM_REQUIRE_GPU();

@@ -40,9 +40,10 @@ inline float shfl_xor(float v, int mask) {
 }
 inline float shfl(float v, int lane) { return ::tandem::emu::warp_read<float>(v, static_cast<unsigned>(lane)); }
 
-// The emulator runs one kernel after another: nothing to wait for, nobody to let in early.
-inline void wait_prior_grids() {}
-inline void allow_dependents() {}
+// The emulator runs one kernel after another, so nothing waits; it records that each thread waited, and
+// that none let the next grid in first (simt.h).
+inline void wait_prior_grids() { ::tandem::emu::grid_wait(); }
+inline void allow_dependents() { ::tandem::emu::grid_allow(); }
 inline float fast_exp(float x) { return std::exp(x); }
 inline float neg_inf() { return -HUGE_VALF; }
 // The host build never fuses (x86-64 without -mfma), so plain operators round once each.

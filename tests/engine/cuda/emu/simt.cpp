@@ -85,6 +85,7 @@ struct Fiber {
   std::vector<AsyncCopy> copies;   // issued, not yet performed
   size_t committed = 0;            // groups committed so far; copies of group `committed` are open
   unsigned reads = 0;              // warp_read calls so far: which of the two read banks the next one uses
+  bool waited = false;             // called grid_wait (programmatic dependent launch)
 };
 
 // Where the scheduler is in its walk over the block's threads (run_block's comment describes the order):
@@ -151,6 +152,9 @@ extern "C" void tandem_emu_fiber_main(Fiber* f) {
   Block* b = g_block;
   b->invoke(b->args);
   if (!f->copies.empty()) die(b->name, "a thread exited with cp.async copies it never waited for");
+  if (!f->waited) {
+    die(b->name, "a thread exited without waiting for the grid ahead (wait_prior_grids; prelude.cuh enter_grid)");
+  }
   f->state = State::kDone;
   ++b->done;
   ++b->warp_done[f->linear / 32];
@@ -179,6 +183,7 @@ void prepare(Fiber& f) {
   f.copies.clear();
   f.committed = 0;
   f.reads = 0;
+  f.waited = false;
 }
 
 // Releases warp w's collective when every live lane of it has reached one; false otherwise.
@@ -457,6 +462,12 @@ void cp_async_wait(int groups_left) {
     }
   }
   f.copies.resize(kept);
+}
+
+void grid_wait() { g_block->current->waited = true; }
+
+void grid_allow() {
+  if (!g_block->current->waited) die(g_block->name, "a thread let the next grid in before waiting for the one ahead");
 }
 
 unsigned char* dynamic_shared() { return g_block->dynamic.empty() ? nullptr : g_block->dynamic.data(); }

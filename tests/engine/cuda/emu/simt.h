@@ -62,6 +62,12 @@ void cp_async16(void* dst, const void* src, bool fill);
 void cp_async_commit();
 void cp_async_wait(int groups_left);
 
+// Programmatic dependent launch's two instructions (prelude.cuh enter_grid). Every thread of every kernel must
+// wait before it exits, so any launch may overlap the one ahead; letting the next grid in before waiting aborts
+// the run, as does a thread that exits without waiting.
+void grid_wait();
+void grid_allow();
+
 // The block's dynamic shared memory: the launch's shared bytes, filled with 0xff (NaN) for each block.
 unsigned char* dynamic_shared();
 
