@@ -1,7 +1,7 @@
 // cuda_spec_bench: the speculative decode benchmark on CUDA (spec_bench.h), JSON on stdout.
 //   cuda_spec_bench [--tiny] [--json FILE] [--batches 1,8,32] [--acceptance 1,3,6.5,B] [--rounds N]
 //                   [--warmup N] [--context N] [--precision bf16|f16|f32] [--drafter-quantization int8|int4]... [--profile]
-//                   [--draft-vocab W]
+//                   [--draft-vocab W] [--separate-qkv]
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
       a.precision = *p;
     } else if (s == "--profile") {
       a.profile = true;
+    } else if (s == "--separate-qkv") {
+      a.fuse_qkv = false;
     } else if (s == "--draft-vocab" && has) {
       a.draft_vocab = value_or_die(tandem::bench::count(s, argv[++i]));
     } else if (s == "--drafter-quantization" && has) {
@@ -59,7 +61,8 @@ int main(int argc, char** argv) {
       a.quantizations.push_back(*q);
     } else {
       die("unknown argument " + s + " (--tiny, --json FILE, --batches L, --acceptance L, --rounds N, --warmup N, "
-          "--context N, --precision P, --drafter-quantization none|int8|int4, --profile, --draft-vocab W)");
+          "--context N, --precision P, --drafter-quantization none|int8|int4, --profile, --draft-vocab W, "
+          "--separate-qkv)");
     }
   }
   auto j = tandem::bench::run_spec_bench(a);

@@ -174,14 +174,15 @@ json rounds_json(const Rounds& r, uint32_t batch, double plain_tokens_per_s) {
 
 Result<Variant> make_variant(ir::Backend& backend, const DrafterShape& shape, const io::HostTensors& target_weights,
                              const io::Qwen3Config& target_cfg, std::optional<models::dflash::Quantization> q,
-                             uint32_t slots, uint32_t capacity, std::optional<uint32_t> draft_vocab, uint64_t seed) {
+                             uint32_t slots, uint32_t capacity, std::optional<uint32_t> draft_vocab, bool fuse_qkv,
+                             uint64_t seed) {
   Variant v;
   v.shape = shape;
   v.quantization = q ? models::dflash::to_string(*q) : "none";
   v.name = shape.name + (q ? "-" + v.quantization : "");
   TANDEM_ASSIGN(RandomDrafter d, random_drafter(shape, target_cfg, seed));
   v.bf16_bytes = weight_bytes(*d.weights);
-  models::dflash::DrafterOptions o{slots, capacity, 0, draft_vocab, nullptr, q};
+  models::dflash::DrafterOptions o{slots, capacity, 0, draft_vocab, nullptr, q, fuse_qkv};
   const auto c0 = Clock::now();
   auto drafter = Drafter::create(backend, d.weights, d.cfg, target_weights, target_cfg, o, "random drafter " + v.name);
   v.create_s = seconds_since(c0);
@@ -235,7 +236,8 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
       if (q != models::dflash::Quantization::kNone) formats.emplace_back(q);
     }
     for (const auto& q : formats) {
-      TANDEM_ASSIGN(Variant v, make_variant(*backend, s, *weights, cfg, q, slots, capacity, a.draft_vocab, ++seed));
+      TANDEM_ASSIGN(Variant v, make_variant(*backend, s, *weights, cfg, q, slots, capacity, a.draft_vocab, a.fuse_qkv,
+                                                   ++seed));
       if (!v.refused.empty()) {
         std::fprintf(stderr, "cuda_spec_bench: drafter %s refused at load, going on without it: %s\n", v.name.c_str(),
                      v.refused.c_str());
@@ -256,6 +258,7 @@ Result<nlohmann::ordered_json> run_spec_bench(const SpecBenchArgs& a) {
   j["device"] = backend->caps().device;
   j["context"] = context;
   j["draft_vocab"] = a.draft_vocab ? json(*a.draft_vocab) : json("the target's");
+  j["drafter_qkv"] = a.fuse_qkv ? "one GEMM" : "three GEMMs";
   j["warmup_rounds"] = warmup;
   j["timed_rounds"] = rounds;
   j["weights_seconds"] = {{"generate", gen_s}, {"upload", upload_s}};

@@ -29,6 +29,8 @@ struct SpecBenchArgs {
   // Every drafter drafts over the head's first W rows only (DrafterOptions::draft_vocab); nullopt: the whole
   // vocabulary. The head is the target's, BF16 in every format, so this is where a drafter's own bytes show.
   std::optional<uint32_t> draft_vocab;
+  // Block layers run q, k and v as one GEMM (DrafterOptions::fuse_qkv); --separate-qkv: three, to measure it.
+  bool fuse_qkv = true;
   // One more round after the timed ones with the backend's step profiling on: each run's "profile" says where
   // settle, draft and verify spend their device time (phase_profile.h).
   bool profile = false;

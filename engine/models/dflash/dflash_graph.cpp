@@ -59,9 +59,7 @@ void add_v2_layer(ir::Graph& g, const io::DFlashConfig& cfg, const LayerShape& s
   const ir::Val u = g.add_val(ir::Rows::kTokens, s.hidden, tag + ".in_norm");
   g.add_op(ir::RmsNorm{x, w.in_norm, s.eps, u});
   const auto [d, z] = add_conv_in(g, cfg, attn_conv, u, tag + ".attn_conv");
-  const ir::Val q = qwen3::add_query(g, s, w, z, tag);
-  const qwen3::KeyValue kv = qwen3::add_key_value(g, s, w, z, tag);
-  const ir::Val y = qwen3::add_cache_attention(g, s, q, kv, cache, cfg.causal_layer[l], tag);
+  const ir::Val y = qwen3::add_attention(g, s, w, z, cache, cfg.causal_layer[l], tag);
   add_conv_out(g, cfg, attn_conv, d, y, w.o, w.o_bias, x, tag + ".attn_conv");
   const ir::Val u2 = g.add_val(ir::Rows::kTokens, s.hidden, tag + ".post_norm");
   g.add_op(ir::RmsNorm{x, w.post_norm, s.eps, u2});
@@ -99,7 +97,7 @@ ir::Graph block_graph(const DrafterSetup& setup, const std::vector<LayerShape>& 
   const ir::Val x = g.add_val(ir::Rows::kTokens, h, "x");
   g.add_op(ir::Embed{g.add_weight({qwen3::embed_name(kTargetPrefix)}, {vocab, h}), x});
   for (uint32_t l = 0; l < shapes.size(); ++l) {
-    const LayerWeights w = qwen3::add_layer_weights(g, shapes[l], layer_prefix(l));
+    const LayerWeights w = qwen3::add_layer_weights(g, shapes[l], layer_prefix(l), setup.fuse_qkv);
     const uint32_t cache = g.add_cache("context." + std::to_string(l), shapes[l].kv_width());
     const std::string tag = "layer." + std::to_string(l);
     if (cfg.version == 2) {

@@ -33,6 +33,10 @@ struct DrafterOptions {
   // nullopt: the weights as the checkpoint stores them; kInt8/kInt4 quantize a float checkpoint at load
   // (docs/quantization.md); a quantized checkpoint loads only as what it is.
   std::optional<Quantization> quantization = std::nullopt;
+  // A block layer's q, k and v projections stacked into one GEMM, with q and k normed and rotated in place
+  // (qwen3::add_attention): the same values in fewer launches. Off only to measure what it gives, and where a
+  // quantized checkpoint quantizes part of a layer's q, k and v (they would run as one GEMM).
+  bool fuse_qkv = true;
 };
 
 // The drafter as it will run: config checked against its target, names of the v2 tensors resolved.
@@ -46,6 +50,9 @@ struct DrafterSetup {
   std::string successor;
   std::string hidden_projection;
   std::optional<io::QuantConfig> quant = std::nullopt;  // the quantized modules as they run (set by Drafter::create)
+  // Block layers stack q, k and v (DrafterOptions::fuse_qkv). The settle graph keeps k and v apart: it needs no
+  // q, so the device holds each layer's k and v twice (16 MB a layer at hidden 4,096 with 8 KV heads of 128, BF16).
+  bool fuse_qkv = true;
   uint32_t tap_width() const { return static_cast<uint32_t>(cfg.target_layer_ids.size()) * target.hidden_size; }
 };
 

@@ -171,14 +171,14 @@ Status quantize_graphs(const std::vector<ir::Graph*>& graphs, const io::QuantCon
                            "{}: quantization_config.group_size {} does not divide the {} in-features of module '{}' "
                            "{}", origin, q.group_size, k, modules[0], shape_string(ref.shape));
       }
-      ir::WeightRef codes{{}, {n, k * q.bits / 8}, true, {}};
+      ir::WeightRef codes{{}, {n, k * q.bits / 8}, true, ref.part_rows};  // [q | k | v] parts keep their rows
       std::vector<std::string> scale_parts;
       for (const std::string& m : modules) {
         codes.parts.push_back(m + ".qweight");
         scale_parts.push_back(m + ".scales");
       }
       g->weights[i] = std::move(codes);
-      scales_of[i] = g->add_weight(std::move(scale_parts), {n, k / q.group_size});
+      scales_of[i] = g->add_stacked_weight(std::move(scale_parts), ref.part_rows, {n, k / q.group_size});
     }
     for (ir::Op& op : g->ops) {
       const auto* gemm = std::get_if<ir::Gemm>(&op);
@@ -194,6 +194,19 @@ Status quantize_graphs(const std::vector<ir::Graph*>& graphs, const io::QuantCon
     }
   }
   return {};
+}
+
+bool quantizes_qkv_alike(const io::QuantConfig& q, uint32_t layers) {
+  static constexpr const char* kQkv[] = {"q_proj", "k_proj", "v_proj"};
+  const std::set<std::string> listed(q.modules.begin(), q.modules.end());
+  for (uint32_t l = 0; l < layers; ++l) {
+    const std::string attn = "layers." + std::to_string(l) + ".self_attn.";
+    const auto n = std::count_if(std::begin(kQkv), std::end(kQkv), [&](const char* p) {
+      return listed.contains(attn + p);
+    });
+    if (n != 0 && n != 3) return false;
+  }
+  return true;
 }
 
 Status check_quantized_dtypes(const WeightSource& own, const io::QuantConfig& q, std::string_view origin) {

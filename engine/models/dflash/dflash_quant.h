@@ -40,6 +40,10 @@ QuantizedMatrix quantize_matrix(const float* w, uint32_t n, uint32_t k, uint32_t
 // (kTargetPrefix: LM head and embedding stay as they are). Sorted.
 std::vector<std::string> quantizable_modules(const std::vector<const ir::Graph*>& graphs);
 
+// Whether q.modules names every layer's q_proj, k_proj and v_proj together or none of them (a block layer can
+// then run them as one GEMM: DrafterOptions::fuse_qkv).
+bool quantizes_qkv_alike(const io::QuantConfig& q, uint32_t layers);
+
 // Rewrites the Gemm ops over `q.modules` into QGemm ops over <module>.qweight and <module>.scales. Refuses a
 // module that is not quantizable, a group size that does not divide a module's in-features, and a fused
 // weight ([gate; up]) quantized in part; errors name the module and its shape.

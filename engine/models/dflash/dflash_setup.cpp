@@ -120,6 +120,8 @@ Result<DrafterSetup> make_setup(const io::DFlashConfig& cfg, const io::Qwen3Conf
                        cfg.causal_layer.size(), cfg.layers.num_hidden_layers);
   }
   DrafterSetup setup{cfg, target, options.block_size ? options.block_size : cfg.block_size, 0, 0, {}, {}, {}};
+  setup.fuse_qkv = options.fuse_qkv &&
+                   (!cfg.quantization || quantizes_qkv_alike(*cfg.quantization, cfg.layers.num_hidden_layers));
   if (cfg.layers.vocab_size != target.vocab_size) {
     return Error::make(ErrorKind::kShape,
                        "{}: vocab_size {} differs from the target's vocab_size {} in {} (a DFlash drafter drafts over "

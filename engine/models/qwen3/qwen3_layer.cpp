@@ -113,19 +113,20 @@ ir::Val add_fused_attention(ir::Graph& g, const LayerShape& s, const LayerWeight
 
 }  // namespace
 
+ir::Val add_attention(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val u, uint32_t cache, bool causal,
+                      const std::string& tag) {
+  if (w.qkv) return add_fused_attention(g, s, w, u, cache, causal, tag);
+  const ir::Val q = add_query(g, s, w, u, tag);
+  const KeyValue kv = add_key_value(g, s, w, u, tag);
+  return add_cache_attention(g, s, q, kv, cache, causal, tag);
+}
+
 void add_layer(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val x, uint32_t cache,
                bool causal, const std::string& tag) {
   const ir::Rows rows = g.info(x).rows;
   const ir::Val u = g.add_val(rows, s.hidden, tag + ".in_norm");
   g.add_op(ir::RmsNorm{x, w.in_norm, s.eps, u});
-  ir::Val y;
-  if (w.qkv) {
-    y = add_fused_attention(g, s, w, u, cache, causal, tag);
-  } else {
-    const ir::Val q = add_query(g, s, w, u, tag);
-    const KeyValue kv = add_key_value(g, s, w, u, tag);
-    y = add_cache_attention(g, s, q, kv, cache, causal, tag);
-  }
+  const ir::Val y = add_attention(g, s, w, u, cache, causal, tag);
   g.add_op(ir::Gemm{y, w.o, w.o_bias, ir::Epilogue::kAccumulate, x});
   const ir::Val u2 = g.add_val(rows, s.hidden, tag + ".post_norm");
   g.add_op(ir::RmsNorm{x, w.post_norm, s.eps, u2});

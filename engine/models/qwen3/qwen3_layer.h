@@ -57,6 +57,11 @@ ir::Val add_query(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::
 // output before o_proj.
 ir::Val add_cache_attention(ir::Graph& g, const LayerShape& s, ir::Val q, KeyValue kv, uint32_t cache,
                             bool causal, const std::string& tag);
+// The attention of rows u before o_proj: with w.qkv one GEMM into [q | k | v] rows whose q and k are normed and
+// rotated in place, k and v appended to the cache from their columns; else add_query, add_key_value and
+// add_cache_attention. The same values either way.
+ir::Val add_attention(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val u, uint32_t cache, bool causal,
+                      const std::string& tag);
 // silu(gate·u) ⊙ (up·u): the MLP before down_proj.
 ir::Val add_swiglu(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val u, const std::string& tag);
 

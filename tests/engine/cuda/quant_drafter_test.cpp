@@ -180,7 +180,9 @@ TEST(CudaQuantDrafter, TheWholeKMappingDraftsTheSameBits) {
 }
 
 // What quantizing saves on the device: every GEMM module (fc, *_proj, the v2 kernel and selector
-// projections) of [n, k] held as 16-bit (BF16 plan) becomes n·k·bits/8 code bytes and n·k/64 F16 scales.
+// projections) of [n, k] held as 16-bit (BF16 plan) becomes n·k·bits/8 code bytes and n·k/64 F16 scales. k_proj
+// and v_proj are held twice: in the block layers' stacked q/k/v and apart for the settle graph (DrafterSetup::
+// fuse_qkv), as codes and scales as well as in float.
 TEST(CudaQuantDrafter, DeviceHoldsTheCodesAndScalesNotAFloatCopy) {
   TANDEM_REQUIRE_GPU();
   const std::string target_dir = kRoot + "/tests/fixtures/qwen3/tiny";
@@ -198,12 +200,14 @@ TEST(CudaQuantDrafter, DeviceHoldsTheCodesAndScalesNotAFloatCopy) {
       auto t = (*file)->tensor(name);
       ASSERT_TRUE(t.ok()) << t.error().message();
       ASSERT_EQ(t->shape.size(), 2u) << name;
-      gemm_elements += t->shape[0] * t->shape[1];
-      gemm_rows_groups += t->shape[0] * (t->shape[1] / models::dflash::kLoadGroupSize);
+      const uint64_t copies = name.ends_with("k_proj.weight") || name.ends_with("v_proj.weight") ? 2 : 1;
+      gemm_elements += copies * t->shape[0] * t->shape[1];
+      gemm_rows_groups += copies * t->shape[0] * (t->shape[1] / models::dflash::kLoadGroupSize);
     }
     ASSERT_GT(gemm_elements, 0u) << fixture;
     auto plain = Drafter::open(*cuda, dir, target_dir, DrafterOptions{1, 32, 0, std::nullopt, nullptr});
     ASSERT_TRUE(plain.ok()) << plain.error().message();
+    ASSERT_TRUE((*plain)->setup().fuse_qkv);
     const size_t float_bytes = (*plain)->weights().bytes();
     for (auto [q, bits] : {std::pair{Quantization::kInt8, 8u}, std::pair{Quantization::kInt4, 4u}}) {
       auto quant = Drafter::open(*cuda, dir, target_dir, DrafterOptions{1, 32, 0, std::nullopt, nullptr, q});

@@ -48,14 +48,15 @@ testing::DrafterShape shape(uint32_t version, auto edit) {
 
 class DrafterFixture {
  public:
-  explicit DrafterFixture(const testing::DrafterShape& s, std::optional<uint32_t> draft_vocab = std::nullopt)
+  explicit DrafterFixture(const testing::DrafterShape& s, std::optional<uint32_t> draft_vocab = std::nullopt,
+                          bool fuse_qkv = true)
       : target(testing::random_target({}, 31)), drafter(testing::random_drafter(target.cfg, s, 32)),
         backend(cpu::make_cpu_backend(2)) {
     auto t = qwen3::Target::create(*backend, *target.weights, target.cfg,
                                    qwen3::TargetOptions{drafter.cfg.target_layer_ids, 4, 64, nullptr, true}, "target");
     EXPECT_TRUE(t.ok()) << t.error().message();
     tgt = std::move(t).value();
-    DrafterOptions opt{4, 64, 0, draft_vocab, nullptr};
+    DrafterOptions opt{4, 64, 0, draft_vocab, nullptr, std::nullopt, fuse_qkv};
     auto d = Drafter::create(*backend, drafter.weights, drafter.cfg, *target.weights, target.cfg, opt, "drafter");
     EXPECT_TRUE(d.ok()) << d.error().message();
     dft = std::move(d).value();
@@ -214,6 +215,30 @@ TEST(DrafterRuns, SettleInPiecesAndBatchedBlocksEqualOneGo) {
     std::vector<BlockOut> alone3;
     ASSERT_TRUE(f.dft->draft({&r3, 1}, 6, alone3).ok());
     EXPECT_EQ(both[0].logits.data, alone3[0].logits.data) << "version " << version;
+  }
+}
+
+// A block layer's q, k and v as one stacked GEMM (DrafterOptions::fuse_qkv, the default) computes each output
+// column as the three GEMMs do: the same logits and selector rows, bit for bit, for both versions.
+TEST(DrafterRuns, StackedQkvDraftsTheBitsOfThreeProjections) {
+  for (uint32_t version : {1u, 2u}) {
+    std::vector<float> logits[2], selector[2];
+    for (const bool fused : {false, true}) {
+      DrafterFixture f(shape(version, [](auto&) {}), std::nullopt, fused);
+      ASSERT_TRUE(f.dft);
+      EXPECT_EQ(f.dft->setup().fuse_qkv, fused);
+      const ir::Tensor2 taps = f.taps_of({3, 9, 27, 33, 8, 41}, 0);
+      const SettleRows settle{0, taps.data};
+      ASSERT_TRUE(f.dft->settle({&settle, 1}).ok());
+      std::vector<BlockOut> out;
+      const BlockRows rows{0, 17};
+      ASSERT_TRUE(f.dft->draft({&rows, 1}, 7, out).ok());
+      logits[fused] = out[0].logits.data;
+      selector[fused] = out[0].selector.data;
+    }
+    ASSERT_FALSE(logits[0].empty());
+    EXPECT_EQ(logits[1], logits[0]) << "version " << version;
+    EXPECT_EQ(selector[1], selector[0]) << "version " << version;
   }
 }
 
