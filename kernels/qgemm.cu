@@ -82,31 +82,16 @@ __device__ __forceinline__ void qgemm(const QGemmArgs& a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_f32(QGemmArgs a) {
-  enter_grid();
-  qgemm<float, float>(a);
-}
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f16_f16(QGemmArgs a) {
-  enter_grid();
-  qgemm<half_t, half_t>(a);
-}
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f16_f32(QGemmArgs a) {
-  enter_grid();
-  qgemm<half_t, float>(a);
-}
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_f16(QGemmArgs a) {
-  enter_grid();
-  qgemm<float, half_t>(a);
-}
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_bf16_bf16(QGemmArgs a) {
-  enter_grid();
-  qgemm<bf16_t, bf16_t>(a);
-}
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_bf16_f32(QGemmArgs a) {
-  enter_grid();
-  qgemm<bf16_t, float>(a);
-}
-extern "C" __global__ void __launch_bounds__(256, 1) qgemm_f32_bf16(QGemmArgs a) {
-  enter_grid();
-  qgemm<float, bf16_t>(a);
-}
+#define TK_QGEMM(name, In, Out)                                            \
+  extern "C" __global__ void __launch_bounds__(256, 1) name(QGemmArgs a) { \
+    enter_grid();                                                          \
+    qgemm<In, Out>(a);                                                     \
+  }
+TK_QGEMM(qgemm_f32_f32, float, float)
+TK_QGEMM(qgemm_f16_f16, half_t, half_t)
+TK_QGEMM(qgemm_f16_f32, half_t, float)
+TK_QGEMM(qgemm_f32_f16, float, half_t)
+TK_QGEMM(qgemm_bf16_bf16, bf16_t, bf16_t)
+TK_QGEMM(qgemm_bf16_f32, bf16_t, float)
+TK_QGEMM(qgemm_f32_bf16, float, bf16_t)
+#undef TK_QGEMM

@@ -262,31 +262,49 @@ void expect_same_bits(const PrefillAndStep& got, const PrefillAndStep& want, con
   }
 }
 
+// A backend with options `o` and the steps of its plan for the tiny target's graph at 8 tokens of 2 sequences
+// (tests that count launches); the backend is then free for prefill_and_step. No backend on a failure.
+struct LoweredTarget {
+  std::unique_ptr<ir::Backend> backend;
+  std::vector<Step> steps;
+};
+LoweredTarget lower_target(const CudaOptions& o, const testing::TinyTarget& t) {
+  LoweredTarget out;
+  auto graph = models::qwen3::build_target_graph(t.cfg, {});
+  EXPECT_TRUE(graph.ok()) << graph.error().message();
+  auto gpu = make_cuda_backend(o);
+  EXPECT_TRUE(gpu.ok()) << gpu.error().message();
+  if (!graph.ok() || !gpu.ok()) return out;
+  const ir::Graph* graphs[] = {&graph.value()};
+  auto weights = (*gpu)->upload(*t.weights, graphs);
+  EXPECT_TRUE(weights.ok()) << weights.error().message();
+  if (!weights.ok()) return out;
+  auto plan = (*gpu)->lower(**weights, *graph, ir::Bucket{8, 2, 8});
+  EXPECT_TRUE(plan.ok()) << plan.error().message();
+  const auto* cp = plan.ok() ? dynamic_cast<const CudaPlan*>(plan->get()) : nullptr;
+  EXPECT_NE(cp, nullptr);
+  if (cp == nullptr) return out;
+  out.steps = cp->steps();
+  out.backend = std::move(gpu).value();
+  return out;
+}
+
 // The one-launch q/k norm, rotation and cache append (CudaOptions::fuse_qkv_prep, kernels/qkv_prep.cu)
 // changes launches, not results: a prefill and a step after it give the same bits with it and without.
 TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {
   TANDEM_REQUIRE_GPU();
   const testing::TinyTarget t = testing::random_target(shape(), 13);
   PrefillAndStep outs[2];  // [fused]
-  auto graph = models::qwen3::build_target_graph(t.cfg, {});
-  ASSERT_TRUE(graph.ok()) << graph.error().message();
-  const ir::Graph* graphs[] = {&graph.value()};
   const size_t layers = t.cfg.num_hidden_layers;
   for (int fused = 0; fused < 2; ++fused) {
     CudaOptions o;
     o.precision = GetParam();
     o.fuse_qkv_prep = fused == 1;
-    auto gpu = make_cuda_backend(o);
-    ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+    LoweredTarget lowered = lower_target(o, t);
+    ASSERT_NE(lowered.backend, nullptr);
     // The launches: one qkv_prep a layer instead of two head_norm_ropes and a cache_append.
-    auto weights = (*gpu)->upload(*t.weights, graphs);
-    ASSERT_TRUE(weights.ok()) << weights.error().message();
-    auto plan = (*gpu)->lower(**weights, *graph, ir::Bucket{8, 2, 8});
-    ASSERT_TRUE(plan.ok()) << plan.error().message();
-    const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
-    ASSERT_NE(cp, nullptr);
     size_t prep = 0, norm_rope = 0, append = 0;
-    for (const Step& step : cp->steps()) {
+    for (const Step& step : lowered.steps) {
       const auto* k = std::get_if<KernelStep>(&step);
       if (k == nullptr) continue;
       const std::string entry = kernel_info(k->id).entry;
@@ -297,7 +315,7 @@ TEST_P(CudaTargetTest, FusedQkvPrepGivesTheBitsOfTheSeparateLaunches) {
     EXPECT_EQ(prep, fused == 1 ? layers : 0) << "qkv_prep launches, fused " << fused;
     EXPECT_EQ(norm_rope, fused == 1 ? 0 : 2 * layers) << "head_norm_rope launches, fused " << fused;
     EXPECT_EQ(append, fused == 1 ? 0 : layers) << "cache_append launches, fused " << fused;
-    outs[fused] = prefill_and_step(**gpu, t);
+    outs[fused] = prefill_and_step(*lowered.backend, t);
   }
   expect_same_bits(outs[1], outs[0], "fused against apart");
 }
@@ -322,33 +340,24 @@ TEST_P(CudaTargetTest, OverlappedLaunchesGiveTheBitsOfPlainOnes) {
   } restore{saved};
   const testing::TinyTarget t = testing::random_target(shape(), 17);
   PrefillAndStep outs[2];  // [overlap]
-  auto graph = models::qwen3::build_target_graph(t.cfg, {});
-  ASSERT_TRUE(graph.ok()) << graph.error().message();
-  const ir::Graph* graphs[] = {&graph.value()};
   for (int overlap = 0; overlap < 2; ++overlap) {
     CudaOptions o;
     o.precision = GetParam();
     o.overlap_launches = overlap == 1;
-    auto gpu = make_cuda_backend(o);
-    ASSERT_TRUE(gpu.ok()) << gpu.error().message();
-    auto weights = (*gpu)->upload(*t.weights, graphs);
-    ASSERT_TRUE(weights.ok()) << weights.error().message();
-    auto plan = (*gpu)->lower(**weights, *graph, ir::Bucket{8, 2, 8});
-    ASSERT_TRUE(plan.ok()) << plan.error().message();
-    const auto* cp = dynamic_cast<const CudaPlan*>(plan->get());
-    ASSERT_NE(cp, nullptr);
+    LoweredTarget lowered = lower_target(o, t);
+    ASSERT_NE(lowered.backend, nullptr);
     size_t kernels = 0, overlapped = 0;
-    for (size_t i = 0; i < cp->steps().size(); ++i) {
-      const auto* k = std::get_if<KernelStep>(&cp->steps()[i]);
+    for (size_t i = 0; i < lowered.steps.size(); ++i) {
+      const auto* k = std::get_if<KernelStep>(&lowered.steps[i]);
       if (k == nullptr) continue;
       ++kernels;
       overlapped += k->overlap_prior ? 1 : 0;
       EXPECT_EQ(k->overlap_prior, overlap == 1 && i > 0 && prop.major >= 9) << k->label;
     }
     EXPECT_GT(kernels, 10u);
-    ASSERT_TRUE(std::holds_alternative<KernelStep>(cp->steps().front())) << "the plan starts with the embedding";
+    ASSERT_TRUE(std::holds_alternative<KernelStep>(lowered.steps.front())) << "the plan starts with the embedding";
     EXPECT_EQ(overlapped, overlap == 1 && prop.major >= 9 ? kernels - 1 : 0);
-    outs[overlap] = prefill_and_step(**gpu, t);
+    outs[overlap] = prefill_and_step(*lowered.backend, t);
   }
   expect_same_bits(outs[1], outs[0], "overlapped against plain launches");
 }
