@@ -365,5 +365,42 @@ TEST(QuantizedCheckpoint, MalformedCheckpointsAreRefusedNamingTheTensor) {
                        "it");
 }
 
+// A checkpoint that quantizes only part of a layer's q, k and v (here v_proj of layer 0 stays float) cannot run
+// them as one stacked GEMM: the drafter keeps that layer's three projections apart and loads; the fully quantized
+// checkpoint stacks them.
+TEST(QuantizedCheckpoint, PartOfALayersQkvQuantizedKeepsTheProjectionsApart) {
+  auto float_file = io::SafetensorsFile::open(kFloat + "/model.safetensors");
+  ASSERT_TRUE(float_file.ok()) << float_file.error().message();
+  const std::string v = "layers.0.self_attn.v_proj";
+  auto float_v = (*float_file)->tensor(v + ".weight");
+  ASSERT_TRUE(float_v.ok()) << float_v.error().message();
+  const auto* p = static_cast<const unsigned char*>(float_v->data);
+  io::HostTensor kept{v + ".weight", float_v->dtype, float_v->shape,
+                      std::vector<unsigned char>(p, p + float_v->numel() * dtype_size(float_v->dtype))};
+  const std::string dir = edited(
+      "v-float",
+      [&](std::vector<io::HostTensor>& l) {
+        drop(l, v + ".qweight");
+        drop(l, v + ".scales");
+        l.push_back(kept);
+      },
+      [&](json& c) {
+        auto& m = c["quantization_config"]["modules"];
+        for (size_t i = 0; i < m.size(); ++i) {
+          if (m[i] == v) m.erase(i);
+        }
+      });
+  auto backend = cpu::make_cpu_backend(1);
+  auto part = Drafter::open(*backend, dir, kTinyTarget, DrafterOptions{1, 24, 0, std::nullopt, nullptr});
+  ASSERT_TRUE(part.ok()) << part.error().message();
+  EXPECT_FALSE((*part)->setup().fuse_qkv);
+  auto whole = Drafter::open(*backend, kFixture, kTinyTarget, DrafterOptions{1, 24, 0, std::nullopt, nullptr});
+  ASSERT_TRUE(whole.ok()) << whole.error().message();
+  EXPECT_TRUE((*whole)->setup().fuse_qkv);
+  const std::vector<float> logits = draft_logits(dir, std::nullopt);
+  ASSERT_FALSE(logits.empty());
+  EXPECT_NE(logits, draft_logits(kFixture, std::nullopt)) << "layer 0's v_proj is float here";
+}
+
 }  // namespace
 }  // namespace tandem::models::dflash
