@@ -83,8 +83,7 @@ ir::Graph settle_graph(const DrafterSetup& setup, const std::vector<LayerShape>&
   for (uint32_t l = 0; l < shapes.size(); ++l) {
     const LayerWeights w = qwen3::add_layer_weights(g, shapes[l], layer_prefix(l));
     const uint32_t cache = g.add_cache("context." + std::to_string(l), shapes[l].kv_width());
-    const qwen3::KeyValue kv = qwen3::add_key_value(g, shapes[l], w, t, "layer." + std::to_string(l));
-    g.add_op(ir::CacheAppend{kv.k, kv.v, cache, 0, 0});
+    qwen3::add_key_value_append(g, shapes[l], w, t, cache, setup.fuse_qkv, "layer." + std::to_string(l));
   }
   return g;
 }

@@ -50,8 +50,8 @@ struct DrafterSetup {
   std::string successor;
   std::string hidden_projection;
   std::optional<io::QuantConfig> quant = std::nullopt;  // the quantized modules as they run (set by Drafter::create)
-  // Block layers stack q, k and v (DrafterOptions::fuse_qkv). The settle graph keeps k and v apart: it needs no
-  // q, so the device holds each layer's k and v twice (16 MB a layer at hidden 4,096 with 8 KV heads of 128, BF16).
+  // Block layers stack q, k and v (DrafterOptions::fuse_qkv), the settle graph k and v (it needs no q): the device
+  // holds each layer's k and v twice (16 MB a layer at hidden 4,096 with 8 KV heads of 128, BF16).
   bool fuse_qkv = true;
   uint32_t tap_width() const { return static_cast<uint32_t>(cfg.target_layer_ids.size()) * target.hidden_size; }
 };

@@ -53,6 +53,11 @@ KeyValue add_key_value(ir::Graph& g, const LayerShape& s, const LayerWeights& w,
                        const std::string& tag);
 // q = RoPE(q_norm(Wq·u)).
 ir::Val add_query(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val u, const std::string& tag);
+// Appends rows u's k and v to cache `cache` and attends nothing (a drafter's settle: context rows need no q). With
+// `stacked`, k_proj and v_proj of the layer at `prefix` stack into one GEMM into [k | v] rows, k normed and rotated
+// in place and both appended from their columns; else add_key_value's two GEMMs. The same values either way.
+void add_key_value_append(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val u, uint32_t cache,
+                          bool stacked, const std::string& tag);
 // Appends kv to cache `cache`, then attends q over it (causal, or block mode); returns the heads'
 // output before o_proj.
 ir::Val add_cache_attention(ir::Graph& g, const LayerShape& s, ir::Val q, KeyValue kv, uint32_t cache,
