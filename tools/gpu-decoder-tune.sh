@@ -3,7 +3,7 @@
 # splits"), in one device call: builds the decoder kernel/target/GEMM tests, bench/cuda_decoder and
 # bench/cuda_gemm_study (Release, sm_90), runs those tests, the GEMM study at 1/16/128/512 rows (every K
 # split count, same-bits check), then cuda_decoder_bench --decode-only once per variant, alone on the GPU:
-#   VARIANTS="base:TANDEM_CUDA_FUSE_QKV=0 fused: fused+split128:TANDEM_CUDA_SPLIT_CTAS=128"   (name:ENV ...)
+#   VARIANTS="base:TANDEM_CUDA_FUSE_QKV=0 fused: fused+split128:TANDEM_CUDA_SPLIT_CTAS=128"   (name:ENV,--flag ...)
 # SPEC_VARIANTS (same form) then runs bench/cuda_spec_bench $SPEC_ARGS once per variant (e.g. SPEC_ARGS="--batches 1
 # --acceptance 6.5"). Logs and JSON go to $OUT; tables of the variants are printed last.
 #   OUT=/tmp/out ./tools/gpu-decoder-tune.sh      (NO_STUDY=1 skips the study, NO_TESTS=1 the tests, TESTS="..."
@@ -38,17 +38,22 @@ if [ -z "${NO_STUDY:-}" ]; then
 fi
 # run_variants KIND BINARY "VARIANTS" ARGS...: BINARY ARGS --json $OUT/KIND-<name>.json once per name:ENV variant,
 # alone on the GPU, none started after BUDGET_S seconds.
+# A variant's part after the colon is a comma-separated list: NAME=VALUE items go to the environment, --flag
+# items to the binary's arguments (e.g. "separate:--separate-qkv" or "u1:TANDEM_CUDA_STREAM_GEMM=untimed,--x").
 run_variants() {
-  local kind=$1 binary=$2 variants=$3 v name envs
+  local kind=$1 binary=$2 variants=$3 v name item
   shift 3
   for v in $variants; do
     [ "$(elapsed)" -gt "${BUDGET_S:-480}" ] && { say "out of time: $kind $v not run"; continue; }
     name=${v%%:*}
-    envs=${v#*:}
-    # shellcheck disable=SC2086
-    env $envs timeout "${VARIANT_TIMEOUT:-150}" "$BUILD/bench/$binary" "$@" --json "$OUT/$kind-$name.json" \
-      > /dev/null 2> "$OUT/$kind-$name.log"
-    say "$kind variant $name ($envs) rc $?"
+    local envs=() flags=()
+    IFS=',' read -r -a items <<< "${v#*:}"
+    for item in "${items[@]}"; do
+      if [[ $item == --* ]]; then flags+=("$item"); elif [ -n "$item" ]; then envs+=("$item"); fi
+    done
+    env "${envs[@]}" timeout "${VARIANT_TIMEOUT:-150}" "$BUILD/bench/$binary" "$@" "${flags[@]}" \
+      --json "$OUT/$kind-$name.json" > /dev/null 2> "$OUT/$kind-$name.log"
+    say "$kind variant $name (${v#*:}) rc $?"
   done
 }
 run_variants decoder cuda_decoder_bench "$VARIANTS" --decode-only
