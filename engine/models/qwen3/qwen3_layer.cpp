@@ -72,19 +72,20 @@ void add_key_value_append(ir::Graph& g, const LayerShape& s, const LayerWeights&
     g.add_op(ir::CacheAppend{kv.k, kv.v, cache, 0, 0});
     return;
   }
-  const uint64_t h = s.hidden, kv_width = s.kv_width();
+  const uint64_t h = s.hidden;
+  const uint32_t kv_width = s.kv_width();
   const ir::WeightId kv_w = g.add_stacked_weight({g.weight(w.k).parts.at(0), g.weight(w.v).parts.at(0)},
-                                                 {kv_width, kv_width}, {2 * kv_width, h});
+                                                 {kv_width, kv_width}, {2ull * kv_width, h});
   std::optional<ir::WeightId> kv_b;
   if (w.k_bias && w.v_bias) {
     kv_b = g.add_stacked_weight({g.weight(*w.k_bias).parts.at(0), g.weight(*w.v_bias).parts.at(0)},
-                                {kv_width, kv_width}, {2 * kv_width});
+                                {kv_width, kv_width}, {2ull * kv_width});
   }
-  const ir::Val kv = g.add_val(g.info(u).rows, 2 * s.kv_width(), tag + ".kv");
+  const ir::Val kv = g.add_val(g.info(u).rows, 2 * kv_width, tag + ".kv");
   g.add_op(ir::Gemm{u, kv_w, kv_b, ir::Epilogue::kNone, kv});
   g.add_op(ir::HeadRmsNorm{kv, w.k_norm, s.kv_heads, s.head_dim, s.eps, 0});
   g.add_op(ir::Rope{kv, 0, s.kv_heads, s.head_dim, s.rope_theta});
-  g.add_op(ir::CacheAppend{kv, kv, cache, 0, s.kv_width()});
+  g.add_op(ir::CacheAppend{kv, kv, cache, 0, kv_width});
 }
 
 ir::Val add_query(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val u, const std::string& tag) {

@@ -54,7 +54,7 @@ KeyValue add_key_value(ir::Graph& g, const LayerShape& s, const LayerWeights& w,
 // q = RoPE(q_norm(Wq·u)).
 ir::Val add_query(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val u, const std::string& tag);
 // Appends rows u's k and v to cache `cache` and attends nothing (a drafter's settle: context rows need no q). With
-// `stacked`, k_proj and v_proj of the layer at `prefix` stack into one GEMM into [k | v] rows, k normed and rotated
+// `stacked`, w's k_proj and v_proj stack into one GEMM into [k | v] rows, k normed and rotated
 // in place and both appended from their columns; else add_key_value's two GEMMs. The same values either way.
 void add_key_value_append(ir::Graph& g, const LayerShape& s, const LayerWeights& w, ir::Val u, uint32_t cache,
                           bool stacked, const std::string& tag);
