@@ -2,6 +2,7 @@
 // shared GEMM rankings. Scorer graphs only: decoder ops are refused at lowering, and there are no States.
 #include "engine/cuda/cuda_backend.h"
 
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -164,8 +165,19 @@ class CudaBackend final : public ir::Backend {
     po.overlap_launches = options_.overlap_launches && device_->info().cc_major >= 9;
     po.qgemm_whole_k_rows = options_.qgemm_whole_k_rows;
     const Device::Lowering lowering(*device_);
+    const size_t measured = algos_->measurements();
+    const auto start = std::chrono::steady_clock::now();
     TANDEM_ASSIGN(auto plan, lower_plan(*device_, *modules_, *algos_, *w, graph, bucket, po, this));
     algos_->save_choices();
+    // A first start on a device model probes and times every new GEMM shape: minutes for a large model, which
+    // would otherwise pass without a line. Later starts read the choices back and log nothing here.
+    if (const size_t ran = algos_->measurements() - measured; ran > 0) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string& file = algos_->choices().path().string();
+      log::info("lowering {} ops at {} tokens / {} sequences took {:.1f} s: {} GEMM probes and timings ran on the "
+                "device ({})", graph.ops.size(), bucket.tokens, bucket.seqs, s, ran,
+                file.empty() ? "not remembered: no cache directory" : "remembered in " + file);
+    }
     return std::unique_ptr<ir::Plan>(std::move(plan));
   }
 

@@ -4,11 +4,17 @@
 // a cropped and re-appended cache equal to a fresh prefill, and the limits refused with their names.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cuda/plan_impl.h"
@@ -360,6 +366,46 @@ TEST_P(CudaTargetTest, OverlappedLaunchesGiveTheBitsOfPlainOnes) {
     outs[overlap] = prefill_and_step(*lowered.backend, t);
   }
   expect_same_bits(outs[1], outs[0], "overlapped against plain launches");
+}
+
+// A first start on a device model probes and times every new GEMM shape while it lowers (minutes for an 8B
+// model): lowering says so, with the time and the file that keeps the choices, and a later start that reads
+// them back measures nothing and says nothing.
+TEST(CudaTargetCache, LoweringOnAColdChoiceCacheSaysWhatItMeasured) {
+  TANDEM_REQUIRE_GPU();
+  const testing::TinyTarget t = testing::random_target(shape(), 19);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tandem-cold-choices-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  // The compiled kernels are not what this is about: copied from the usual cache (NVRTC would take a minute
+  // on the emulator), so only the GEMM choices start cold.
+  std::error_code copied;
+  std::filesystem::create_directories(dir, copied);
+  std::filesystem::copy(std::filesystem::path(default_cache_dir()) / "kernels", dir / "kernels",
+                        std::filesystem::copy_options::recursive, copied);
+  std::ostringstream logs;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logs);
+  spdlog::default_logger()->sinks().push_back(sink);
+  struct Unhook {  // before `logs` goes
+    std::shared_ptr<spdlog::sinks::sink> s;
+    ~Unhook() { std::erase(spdlog::default_logger()->sinks(), s); }
+  } unhook{sink};
+  CudaOptions o;
+  o.precision = ir::Precision::kBF16;
+  o.cache_dir = dir.string();
+  for (int start = 0; start < 2; ++start) {
+    logs.str("");
+    ASSERT_NE(lower_target(o, t).backend, nullptr) << "start " << start;
+    const std::string said = logs.str();
+    const bool measured = said.find("GEMM probes and timings ran on the device") != std::string::npos;
+    EXPECT_EQ(measured, start == 0) << "start " << start << ":\n" << said;
+    if (start == 0) {
+      EXPECT_NE(said.find("lowering "), std::string::npos) << said;
+      EXPECT_NE(said.find("remembered in " + (dir / "gemm").string()), std::string::npos) << said;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 // Appending after a crop (rejected drafts dropped) gives the rows a fresh prefill of the same tokens gives.
