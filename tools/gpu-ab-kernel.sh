@@ -7,7 +7,7 @@
 #   BASELINE=.gpu-deps/qgemm_tc.before.cu KERNEL=kernels/qgemm_tc.cu TARGET=cuda_drafter_quant_bench \
 #     OUT=/tmp/ab tools/gpu-ab-kernel.sh bench/cuda_drafter_quant_bench --kernels
 # (the command is relative to the build folder; BASELINE e.g. from `git show HEAD~1:kernels/qgemm_tc.cu`, kept
-# in the ignored .gpu-deps/ that the device call carries).
+# in the ignored .gpu-deps/ that the device call carries; TARGET="a b" builds both).
 . "$(dirname "$0")/gpu-common.sh" gpu-out build-gpu
 LOG=$OUT/ab.log
 : > "$LOG"
@@ -22,7 +22,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm 
 cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF >> "$LOG" 2>&1 || { say "configure failed"; exit 1; }
 for side in new old; do
   [ "$side" = old ] && cp "$BASELINE" "$KERNEL"
-  cmake --build "$BUILD" -j"$(nproc)" --target "$TARGET" > "$OUT/ab-$side-build.log" 2>&1 ||
+  # shellcheck disable=SC2086  # TARGET may name several targets (a kernel lives in every binary that runs it)
+  cmake --build "$BUILD" -j"$(nproc)" --target $TARGET > "$OUT/ab-$side-build.log" 2>&1 ||
     { say "$side: build failed"; grep -E "error" "$OUT/ab-$side-build.log" | head -20 | tee -a "$LOG"; exit 1; }
   (cd "$BUILD" && timeout "${AB_TIMEOUT:-200}" "$@") > "$OUT/ab-$side.out" 2> "$OUT/ab-$side.log"
   rc=$?  # before anything else runs: a command substitution in the line below would set $? first
