@@ -4,8 +4,6 @@
 // a cropped and re-appended cache equal to a fresh prefill, and the limits refused with their names.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <array>
 #include <cmath>
 #include <filesystem>
@@ -21,6 +19,7 @@
 #include "engine/models/qwen3/qwen3_model.h"
 #include "engine/spec/spec.h"
 #include "tests/engine/cuda/gpu_test_util.h"
+#include "tests/engine/models/decision/decision_test_util.h"
 #include "tests/engine/models/qwen3/tiny_models.h"
 
 namespace tandem::cuda::test {
@@ -374,13 +373,11 @@ TEST_P(CudaTargetTest, OverlappedLaunchesGiveTheBitsOfPlainOnes) {
 TEST(CudaTargetCache, LoweringOnAColdChoiceCacheSaysWhatItMeasured) {
   TANDEM_REQUIRE_GPU();
   const testing::TinyTarget t = testing::random_target(shape(), 19);
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("tandem-cold-choices-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const models::decision::testing::TempDir temp("cold_choices");
+  const std::filesystem::path& dir = temp.path();
   // The compiled kernels are not what this is about: copied from the usual cache (NVRTC would take a minute
   // on the emulator), so only the GEMM choices start cold.
   std::error_code copied;
-  std::filesystem::create_directories(dir, copied);
   std::filesystem::copy(std::filesystem::path(default_cache_dir()) / "kernels", dir / "kernels",
                         std::filesystem::copy_options::recursive, copied);
   std::ostringstream logs;
@@ -404,8 +401,6 @@ TEST(CudaTargetCache, LoweringOnAColdChoiceCacheSaysWhatItMeasured) {
       EXPECT_NE(said.find("remembered in " + (dir / "gemm").string()), std::string::npos) << said;
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 // Appending after a crop (rejected drafts dropped) gives the rows a fresh prefill of the same tokens gives.
