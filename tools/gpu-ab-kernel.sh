@@ -35,6 +35,7 @@ trap restore EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$LOG" 2>&1
 cmake -S . -B "$BUILD" "${CUDA_CONFIG[@]}" -DTANDEM_MPI=OFF >> "$LOG" 2>&1 || { say "configure failed"; exit 1; }
 mkdir -p "$BUILD/ab-logs"
+rm -f "$OUT"/ab-*.out  # an earlier run's sides in a reused OUT would join the tables
 for side in "${SIDES[@]}"; do
   name=${side%%=*}
   if [ "$side" = new ]; then cp "$SAVED" "$KERNEL"; else cp "${side#*=}" "$KERNEL"; fi
