@@ -33,7 +33,8 @@ def read_side(out, side):
         with open(path, errors="replace") as f:
             text = f.read()
         for doc in documents(text):
-            for shape in doc.get("kernels", []) if isinstance(doc.get("kernels"), list) else []:
+            shapes = doc.get("kernels")
+            for shape in shapes if isinstance(shapes, list) else []:
                 for k in shape.get("kernels", []):
                     key = (f"{shape.get('cols')}x{shape.get('k')}", shape.get("rows"), k.get("kernel"))
                     kernels[key] = k.get("median_us")
